@@ -1,0 +1,85 @@
+/* Ops are data: an op code, a params struct and tensor descriptors.
+ * The same node record is run by eager mode (a one-node graph, at once)
+ * and, later, recorded by lazy mode into bigger graphs.
+ *
+ * Conventions shared by every elementwise op:
+ *  - inputs broadcast to the output's shape under PyTorch's rules (an input
+ *    may have fewer dims or size-1 dims); the output is never broadcast;
+ *  - inputs are read as, and the math runs in, node->compute_dtype
+ *    (bf16 and fp16 math is done in fp32), then the result is cast to the
+ *    output's dtype, as TensorIterator does;
+ *  - an output may alias an input exactly (in-place ops); any other overlap
+ *    between an output and an input is rejected by hpu_node_validate. */
+#ifndef HPU_OP_H
+#define HPU_OP_H
+
+#include <stdint.h>
+#include "hpu/dtype.h"
+#include "hpu/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum hpu_op {
+  HPU_OP_COPY = 0,   /* out = in0 (cast; in0 broadcast to out) */
+  HPU_OP_FILL,       /* out = params.fill.value */
+  HPU_OP_ADD,        /* out = in0 + alpha * in1   (in1 or params.binary.other) */
+  HPU_OP_SUB,        /* out = in0 - alpha * in1 */
+  HPU_OP_MUL,        /* out = in0 * in1 */
+  HPU_OP_DIV,        /* out = in0 / in1, rounding per params.binary.rounding */
+  HPU_OP_RELU,       /* out = max(in0, 0) */
+  HPU_OP_MATMUL,     /* out[..,m,n] = beta*in2 + alpha * in0[..,m,k] @ in1[..,k,n] */
+  HPU_OP_RNG_UNIFORM,   /* out ~ U[a, b) */
+  HPU_OP_RNG_NORMAL,    /* out ~ N(mean a, std b) */
+  HPU_OP_RNG_BERNOULLI, /* out ~ Bernoulli(p): p = in0 elementwise if given, else a */
+  HPU_OP_RNG_RANDOM,    /* out ~ integers uniform in [a, b) (random_) */
+  HPU_OP_COUNT
+} hpu_op_t;
+
+typedef enum hpu_rounding { HPU_ROUND_NONE = 0, HPU_ROUND_TRUNC, HPU_ROUND_FLOOR } hpu_rounding_t;
+
+typedef union hpu_op_params {
+  struct { hpu_scalar_t value; } fill;
+  struct {
+    hpu_scalar_t alpha;   /* ADD/SUB; the caller sets it (1 for plain add) */
+    hpu_scalar_t other;   /* the second operand when the node has one input */
+    hpu_rounding_t rounding; /* DIV */
+  } binary;
+  struct {
+    hpu_scalar_t alpha, beta; /* beta ignored without in2 */
+  } matmul;
+  struct {
+    uint64_t seed, offset;    /* filled by hpu_generator_prepare */
+    double a, b;
+  } rng;
+} hpu_op_params_t;
+
+#define HPU_MAX_INPUTS 4
+#define HPU_MAX_OUTPUTS 2
+
+typedef struct hpu_node {
+  hpu_op_t op;
+  int num_inputs;
+  int num_outputs;
+  hpu_dtype_t compute_dtype;
+  hpu_tensor_t inputs[HPU_MAX_INPUTS];
+  hpu_tensor_t outputs[HPU_MAX_OUTPUTS];
+  hpu_op_params_t params;
+} hpu_node_t;
+
+const char *hpu_op_name(hpu_op_t op); /* "add", ... */
+
+/* Checks everything a kernel relies on: op code, operand counts, dtypes the
+ * kernel supports, broadcastable shapes, matmul shapes, aliasing. The message
+ * names the op and what is wrong. Kernels themselves cannot fail. */
+hpu_status_t hpu_node_validate(const hpu_node_t *node);
+
+/* Runs a validated node synchronously on the calling thread (the stream
+ * worker calls this; tests may too, on host memory). */
+hpu_status_t hpu_node_execute(const hpu_node_t *node);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,36 @@
+/* Tensor descriptors: what an op node says about each operand. */
+#ifndef HPU_TENSOR_H
+#define HPU_TENSOR_H
+
+#include <stdint.h>
+#include "hpu/dtype.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HPU_MAX_DIMS 12
+
+typedef struct hpu_tensor {
+  void *storage;        /* start of the buffer: a device pointer or host memory */
+  int64_t offset;       /* byte offset of element [0,...,0] from storage */
+  hpu_dtype_t dtype;
+  int ndim;             /* 0 = a scalar (one element) */
+  int64_t sizes[HPU_MAX_DIMS];
+  int64_t strides[HPU_MAX_DIMS]; /* in elements, >= 0; 0 = broadcast */
+} hpu_tensor_t;
+
+int64_t hpu_tensor_numel(const hpu_tensor_t *t);
+int hpu_tensor_is_contiguous(const hpu_tensor_t *t);
+/* Pointer to element [0,...,0]. */
+static inline void *hpu_tensor_data(const hpu_tensor_t *t) {
+  return (char *)t->storage + t->offset;
+}
+/* Fills a contiguous descriptor. Fails on ndim > HPU_MAX_DIMS or a negative size. */
+int hpu_tensor_init_contiguous(hpu_tensor_t *t, void *storage, hpu_dtype_t dtype,
+                               int ndim, const int64_t *sizes);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
