@@ -11,4 +11,5 @@
 #include "hpu/op.h"
 #include "hpu/graph.h"
 #include "hpu/rng.h"
+#include "hpu/metrics.h"
 #endif

@@ -15,6 +15,7 @@
 
 #include <stdint.h>
 #include "hpu/dtype.h"
+#include "hpu/status.h"
 #include "hpu/tensor.h"
 
 #ifdef __cplusplus
