@@ -1,0 +1,77 @@
+"""Gaudi-style metrics: ``metric_global(name).stats()``.
+
+Metrics known here:
+  cpu_fallback   ops that ran on the CPU because hpu has no kernel for them:
+                 [("TotalNumber", n), ("FallbackOps", {op: count})]
+"""
+from .. import _C
+
+_FALLBACK_PREFIX = "cpu_fallback::"
+
+
+def cpu_fallback_counts():
+    """{op name: number of times it ran through the CPU fallback}."""
+    return {name[len(_FALLBACK_PREFIX):]: value
+            for name, value in _C._metric_items(_FALLBACK_PREFIX) if value}
+
+
+class Metric:
+    def __init__(self, name):
+        if name not in _METRICS:
+            raise ValueError(f"unknown metric {name!r}; known: {sorted(_METRICS)}")
+        self.name = name
+
+    def stats(self):
+        return _METRICS[self.name]()
+
+    def reset(self):
+        _RESETS[self.name]()
+
+    def __repr__(self):
+        return f"Metric({self.name!r}, {self.stats()})"
+
+
+def _fallback_stats():
+    ops = cpu_fallback_counts()
+    return [("TotalNumber", sum(ops.values())), ("FallbackOps", ops)]
+
+
+_METRICS = {"cpu_fallback": _fallback_stats}
+_RESETS = {"cpu_fallback": lambda: _C._metric_reset(_FALLBACK_PREFIX)}
+
+
+def metric_global(name):
+    """The process-wide metric `name` (as habana_frameworks' metric_global)."""
+    return Metric(name)
+
+
+def metrics_names():
+    return sorted(_METRICS)
+
+
+class metric_localcontext:
+    """Counts a metric over a ``with`` block: ``stats()`` gives the change."""
+
+    def __init__(self, name):
+        self.metric = Metric(name)
+        self._start = None
+        self._end = None
+
+    def __enter__(self):
+        self._start = self.metric.stats()
+        return self
+
+    def __exit__(self, *exc):
+        self._end = self.metric.stats()
+        return False
+
+    def stats(self):
+        end = self._end if self._end is not None else self.metric.stats()
+        out = []
+        for (key, before), (_, after) in zip(self._start, end):
+            if isinstance(after, dict):
+                diff = {k: v - before.get(k, 0) for k, v in after.items() if v - before.get(k, 0)}
+                out.append((key, diff))
+            else:
+                out.append((key, after - before))
+        return out

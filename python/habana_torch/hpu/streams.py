@@ -1,0 +1,93 @@
+"""Streams and events of the cards.
+
+All streams of a card share the card's one in-order queue, so work is
+ordered across them; the API is torch's generic Stream/Event (c10 calls
+our guard), with torch.cuda-style helpers around it.
+"""
+import torch
+
+from .. import _C
+from . import _utils
+
+
+class Stream(torch.Stream):
+    """An hpu stream. ``Stream()`` takes one from the current card's pool."""
+
+    def __new__(cls, device=None, priority=0, **kwargs):
+        if kwargs:  # rebuilt from (stream_id, device_index, device_type)
+            return super().__new__(cls, **kwargs)
+        from . import _lazy_init
+
+        _lazy_init()
+        idx = _utils._get_device_index(device, optional=True)
+        return super().__new__(cls, device=torch.device("hpu", idx), priority=priority)
+
+    def wait_event(self, event):
+        event.wait(self)
+
+    def wait_stream(self, stream):
+        self.wait_event(stream.record_event())
+
+    def record_event(self, event=None):
+        if event is None:
+            event = Event()
+        event.record(self)
+        return event
+
+
+class Event(torch.Event):
+    """An hpu event; ``enable_timing=True`` allows ``elapsed_time``."""
+
+    def __new__(cls, enable_timing=False, blocking=False, interprocess=False):
+        return super().__new__(cls, device="hpu", enable_timing=enable_timing,
+                               blocking=blocking, interprocess=interprocess)
+
+    def record(self, stream=None):
+        if stream is None:
+            stream = current_stream()
+        super().record(stream)
+
+
+_HPU_DEVICE_TYPE = 15  # c10::DeviceType::HPU
+
+
+def current_stream(device=None):
+    from . import _lazy_init
+
+    _lazy_init()
+    stream_id, idx = _C._current_stream(_utils._get_device_index(device, optional=True))
+    return Stream(stream_id=stream_id, device_index=idx, device_type=_HPU_DEVICE_TYPE)
+
+
+def default_stream(device=None):
+    from . import _lazy_init
+
+    _lazy_init()
+    idx = _utils._get_device_index(device, optional=True)
+    return Stream(stream_id=0, device_index=idx, device_type=_HPU_DEVICE_TYPE)
+
+
+def set_stream(stream):
+    if stream is None:
+        return
+    _C._set_stream(stream.stream_id, stream.device_index)
+
+
+class stream:
+    """Context manager that makes `stream` current on its card."""
+
+    def __init__(self, s):
+        self.stream = s
+        self.prev = None
+
+    def __enter__(self):
+        if self.stream is None:
+            return None
+        self.prev = current_stream(self.stream.device_index)
+        set_stream(self.stream)
+        return self.stream
+
+    def __exit__(self, *exc):
+        if self.prev is not None:
+            set_stream(self.prev)
+        return False

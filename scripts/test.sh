@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Sets everything up, then runs every test: the C core's CUnit tests under
+# AddressSanitizer/UBSan, HCCL's multi-rank tests, and the Python suite.
+# Exits non-zero if anything fails (or if pytest collects no test).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+
+JOBS=${HPU_BUILD_JOBS:-$(nproc)}
+CBUILD=build/ctest
+echo "== C tests (CUnit, ASan+UBSan)"
+cmake -S . -B "$CBUILD" -DHPU_BUILD_EXTENSION=OFF -DHPU_BUILD_TESTS=ON -DHPU_SANITIZE=ON \
+      -DCMAKE_BUILD_TYPE=Debug >/dev/null
+cmake --build "$CBUILD" -j "$JOBS" >/dev/null
+(cd "$CBUILD" && ctest --output-on-failure)
+
+if [ -x scripts/test_hccl.sh ]; then
+  echo "== HCCL tests"
+  bash scripts/test_hccl.sh "$CBUILD"
+fi
+
+echo "== Python tests"
+set +e
+python3 -m pytest tests/python -q
+rc=$?
+set -e
+if [ $rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi
+exit $rc

@@ -1,0 +1,99 @@
+"""Copies between cpu and hpu and between cards; views and in-place ops on them."""
+import pytest
+import torch
+
+from conftest import assert_close_to_cpu
+
+DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32,
+          torch.int16, torch.int8, torch.uint8, torch.bool]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_roundtrip_exact(dtype):
+    x = (torch.randn(3, 5, 7) * 50).to(dtype)
+    h = x.to("hpu")
+    assert h.device.type == "hpu" and h.dtype == dtype
+    assert torch.equal(h.cpu(), x)
+
+
+@pytest.mark.parametrize("src,dst", [(torch.float32, torch.bfloat16), (torch.float32, torch.float16),
+                                     (torch.float64, torch.int32), (torch.float32, torch.bool),
+                                     (torch.int64, torch.float32), (torch.bfloat16, torch.float32),
+                                     (torch.uint8, torch.int8)])
+def test_dtype_conversion_matches_cpu(src, dst):
+    x = (torch.randn(64) * 100).to(src)
+    assert torch.equal(x.to("hpu").to(dst).cpu(), x.to(dst))
+    assert torch.equal(x.to("hpu", dst).cpu(), x.to(dst))
+
+
+def test_non_contiguous_sources_and_destinations():
+    x = torch.randn(6, 8, 10)
+    for view in (x.transpose(0, 2), x[:, ::2, 1::3], x.permute(2, 0, 1)[3], x[..., 4]):
+        h = view.to("hpu")
+        assert torch.equal(h.cpu(), view)
+    h = torch.zeros(10, 8, device="hpu")
+    h.t().copy_(torch.arange(80.0).view(8, 10))
+    assert torch.equal(h.cpu(), torch.arange(80.0).view(8, 10).t())
+
+
+def test_broadcast_copy_and_zero_size():
+    h = torch.zeros(4, 3, device="hpu")
+    h.copy_(torch.tensor([1.0, 2.0, 3.0]))
+    assert torch.equal(h.cpu(), torch.tensor([1.0, 2.0, 3.0]).expand(4, 3))
+    e = torch.empty(0, 5).to("hpu")
+    assert e.shape == (0, 5) and e.cpu().shape == (0, 5)
+    s = torch.tensor(3.5).to("hpu")
+    assert s.dim() == 0 and s.item() == 3.5
+
+
+def test_views_share_storage():
+    h = torch.arange(24.0).view(4, 6).to("hpu")
+    v = h[1:3, ::2]
+    v.mul_(10)
+    expected = torch.arange(24.0).view(4, 6)
+    expected[1:3, ::2] *= 10
+    assert torch.equal(h.cpu(), expected)
+    t = h.t()
+    assert t.data_ptr() == h.data_ptr() and t.stride() == (1, 6)
+    assert torch.equal(h.view(-1).cpu(), expected.view(-1))
+    assert torch.equal(h.reshape(3, 8).cpu(), expected.reshape(3, 8))
+    assert torch.equal(h.unfold(1, 2, 2).cpu(), expected.unfold(1, 2, 2))
+    assert torch.equal(h.as_strided((2, 2), (1, 6), 1).cpu(), expected.as_strided((2, 2), (1, 6), 1))
+    ex = h[0].expand(3, 6)
+    assert ex.stride() == (0, 1)
+    assert torch.equal(ex.cpu(), expected[0].expand(3, 6))
+
+
+def test_between_cards():
+    x = torch.randn(1000)
+    a = x.to("hpu:0")
+    b = a.to("hpu:5")
+    assert b.device == torch.device("hpu:5")
+    assert torch.equal(b.cpu(), x)
+    c = torch.empty(1000, device="hpu:2")
+    c.copy_(b)
+    assert torch.equal(c.cpu(), x)
+
+
+def test_resize_and_set():
+    h = torch.arange(6.0).to("hpu")
+    h.resize_(10)
+    assert h.shape == (10,)
+    assert torch.equal(h[:6].cpu(), torch.arange(6.0))
+    e = torch.empty(0, device="hpu")
+    e.set_(h.untyped_storage(), 2, (2, 2), (2, 1))
+    assert torch.equal(e.cpu(), torch.tensor([[2.0, 3.0], [4.0, 5.0]]))
+
+
+def test_fill_and_zero():
+    h = torch.empty(3, 4, device="hpu")
+    h.fill_(2.5)
+    assert torch.equal(h.cpu(), torch.full((3, 4), 2.5))
+    h[:, 1].zero_()
+    ref = torch.full((3, 4), 2.5)
+    ref[:, 1] = 0
+    assert torch.equal(h.cpu(), ref)
+    h.fill_(torch.tensor(7))
+    assert torch.equal(h.cpu(), torch.full((3, 4), 7.0))
+    assert_close_to_cpu(torch.ones(2, 2, device="hpu", dtype=torch.bfloat16),
+                        torch.ones(2, 2, dtype=torch.bfloat16))

@@ -1,0 +1,122 @@
+"""torch.hpu device API: cards, current device, properties, streams, events."""
+import pytest
+import torch
+
+from conftest import run_python
+
+
+def test_available_and_count():
+    assert torch.hpu.is_available()
+    assert torch.hpu.device_count() == 8  # default: a Gaudi server's 8 cards
+    assert torch.hpu.get_device_name() == "GAUDI2"
+    props = torch.hpu.get_device_properties(3)
+    assert props.total_memory > 0 and props.physical_id == 3
+
+
+def test_accelerator_reports_hpu():
+    assert torch.accelerator.is_available()
+    assert torch.accelerator.current_accelerator().type == "hpu"
+    assert torch.accelerator.device_count() == 8
+
+
+def test_current_device_and_context():
+    assert torch.hpu.current_device() == 0
+    with torch.hpu.device(3):
+        assert torch.hpu.current_device() == 3
+        t = torch.empty(4, device="hpu")
+        assert t.device == torch.device("hpu", 3)
+    assert torch.hpu.current_device() == 0
+    torch.hpu.set_device("hpu:2")
+    try:
+        assert torch.hpu.current_device() == 2
+    finally:
+        torch.hpu.set_device(0)
+
+
+def test_cards_have_their_own_memory():
+    base = [torch.hpu.memory_allocated(i) for i in (1, 3)]
+    x = torch.ones(1 << 20, device="hpu:3")
+    torch.hpu.synchronize(3)
+    assert torch.hpu.memory_allocated(3) >= base[1] + 4 * (1 << 20)
+    assert torch.hpu.memory_allocated(1) == base[0]
+    y = x.to("hpu:1")
+    assert y.device == torch.device("hpu:1")
+    assert torch.equal(y.cpu(), torch.ones(1 << 20))
+    del x, y
+
+
+def test_visible_devices_and_count_env():
+    r = run_python("""
+        import torch, habana_torch
+        print(torch.hpu.device_count(), torch.hpu.get_device_properties(1).physical_id)
+        x = torch.arange(4.0, device="hpu:1")
+        print(x.cpu().tolist())
+    """, env={"HABANA_VISIBLE_DEVICES": "2,5", "HPU_NUM_CARDS": "8"})
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.split("\n")
+    assert lines[0] == "2 5"
+    assert lines[1] == "[0.0, 1.0, 2.0, 3.0]"
+
+    r = run_python("import torch, habana_torch; print(torch.hpu.device_count())", env={"HPU_NUM_CARDS": "3"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "3"
+
+
+def test_bad_environment_is_a_clear_error():
+    r = run_python("""
+        import torch, habana_torch
+        print(torch.hpu.is_available())
+        try:
+            torch.empty(1, device="hpu")
+        except RuntimeError as e:
+            print("ERR", e)
+    """, env={"HPU_CARD_MEMORY": "lots"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("False")
+    assert "HPU_CARD_MEMORY" in r.stdout
+
+
+def test_invalid_device_index():
+    with pytest.raises((IndexError, RuntimeError), match="invalid hpu device index 9"):
+        torch.empty(2, device="hpu:9")
+    with pytest.raises((IndexError, RuntimeError), match="invalid hpu device index"):
+        torch.hpu.set_device(42)
+    assert torch.ones(2, device="hpu").sum().item() == 2  # still usable
+
+
+def test_synchronize_and_stream_event_timing():
+    s = torch.hpu.Stream()
+    start = torch.hpu.Event(enable_timing=True)
+    end = torch.hpu.Event(enable_timing=True)
+    with torch.hpu.stream(s):
+        assert torch.hpu.current_stream() == s
+        start.record()
+        a = torch.randn(256, 256, device="hpu")
+        for _ in range(5):
+            a = a @ a / 16
+        end.record()
+    assert torch.hpu.current_stream() == torch.hpu.default_stream()
+    end.synchronize()
+    assert end.query()
+    assert start.elapsed_time(end) >= 0.0
+    s.synchronize()
+    torch.hpu.synchronize()
+    assert s.query()
+
+
+def test_generic_torch_stream_and_event():
+    s = torch.Stream(device="hpu")
+    e = torch.Event(device="hpu", enable_timing=True)
+    e.record(s)
+    e.synchronize()
+    assert e.query()
+
+
+def test_generator_device():
+    g = torch.Generator(device="hpu")
+    g.manual_seed(123)
+    a = torch.empty(100, device="hpu").uniform_(generator=g)
+    g.manual_seed(123)
+    b = torch.empty(100, device="hpu").uniform_(generator=g)
+    assert torch.equal(a.cpu(), b.cpu())
+    assert g.device.type == "hpu"

@@ -1,0 +1,61 @@
+"""Ops without an hpu kernel run on the CPU: counted, logged, or refused."""
+import pytest
+import torch
+
+import habana_torch
+from conftest import run_python
+
+
+def test_fallback_runs_and_is_counted(fallback_counts):
+    x = torch.randn(5, 7)
+    h = x.to("hpu")
+    y = torch.cumsum(h, dim=1)
+    assert y.device.type == "hpu"
+    torch.testing.assert_close(y.cpu(), torch.cumsum(x, dim=1))
+    torch.cumsum(h, dim=0)
+    counts = fallback_counts()
+    assert counts.get("aten::cumsum") == 2, counts
+    stats = dict(habana_torch.metrics.metric_global("cpu_fallback").stats())
+    assert stats["TotalNumber"] >= 2 and stats["FallbackOps"]["aten::cumsum"] == 2
+
+
+def test_fallback_inplace_writes_back(fallback_counts):
+    x = torch.randn(4, 4)
+    h = x.to("hpu")
+    h.exp_()  # no native kernel yet: runs on the CPU, result copied back into h
+    torch.testing.assert_close(h.cpu(), x.exp())
+    assert "aten::exp_" in fallback_counts()
+
+
+def test_local_context_metric():
+    h = torch.randn(3, 3, device="hpu")
+    with habana_torch.metrics.metric_localcontext("cpu_fallback") as m:
+        torch.sort(h)
+    stats = dict(m.stats())
+    assert stats["TotalNumber"] == 1 and list(stats["FallbackOps"]) == ["aten::sort"]
+
+
+def test_strict_mode_raises_and_process_goes_on(monkeypatch):
+    h = torch.randn(3, device="hpu")
+    monkeypatch.setenv("PT_HPU_CPU_FALLBACK", "0")
+    with pytest.raises(NotImplementedError, match="aten::cumsum.*PT_HPU_CPU_FALLBACK=0"):
+        torch.cumsum(h, 0)
+    assert (h + 1).cpu().shape == (3,)  # native ops unaffected
+    monkeypatch.delenv("PT_HPU_CPU_FALLBACK")
+    assert torch.cumsum(h, 0).shape == (3,)
+
+
+def test_fallback_logging():
+    r = run_python("""
+        import torch, habana_torch
+        h = torch.randn(3, device="hpu")
+        torch.cumsum(h, 0); torch.cumsum(h, 0)
+    """, env={"PT_HPU_LOG_CPU_FALLBACK": "1"})
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.count("cpu fallback: aten::cumsum") == 1
+    r = run_python("""
+        import torch, habana_torch
+        h = torch.randn(3, device="hpu")
+        torch.cumsum(h, 0); torch.cumsum(h, 0)
+    """, env={"PT_HPU_LOG_CPU_FALLBACK": "all"})
+    assert r.stderr.count("cpu fallback: aten::cumsum") == 2

@@ -1,0 +1,129 @@
+"""Native hpu ops against the CPU result of the same PyTorch op."""
+import pytest
+import torch
+
+from conftest import assert_close_to_cpu
+
+FLOAT_DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
+INT_DTYPES = [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8]
+
+
+def make(shape, dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    if dtype.is_floating_point:
+        return torch.randn(shape, generator=g).to(dtype)
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=g).bool()
+    return torch.randint(1, 20, shape, generator=g).to(dtype)
+
+
+SHAPES = [((4, 5), (4, 5)), ((4, 1), (1, 5)), ((3, 4, 5), (5,)), ((), (2, 3)), ((2, 0), (2, 1)),
+          ((7,), ())]
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div"])
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES + INT_DTYPES)
+@pytest.mark.parametrize("shapes", SHAPES)
+def test_binary_matches_cpu(op, dtype, shapes):
+    a, b = make(shapes[0], dtype, 1), make(shapes[1], dtype, 2)
+    fn = getattr(torch, op)
+    expected = fn(a, b)
+    got = fn(a.to("hpu"), b.to("hpu"))
+    assert_close_to_cpu(got, expected)
+
+
+@pytest.mark.parametrize("a_dtype,b_dtype", [(torch.float32, torch.int64), (torch.int32, torch.float64),
+                                             (torch.bfloat16, torch.float32), (torch.float16, torch.bfloat16),
+                                             (torch.uint8, torch.int8), (torch.bool, torch.int32),
+                                             (torch.int64, torch.bfloat16)])
+@pytest.mark.parametrize("op", ["add", "mul", "div"])
+def test_type_promotion(a_dtype, b_dtype, op):
+    a, b = make((3, 4), a_dtype, 3), make((4,), b_dtype, 4)
+    fn = getattr(torch, op)
+    assert_close_to_cpu(fn(a.to("hpu"), b.to("hpu")), fn(a, b))
+
+
+@pytest.mark.parametrize("scalar", [2, 0.5, True, -3])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bfloat16])
+def test_scalar_operands(scalar, dtype):
+    a = make((5, 3), dtype, 5)
+    h = a.to("hpu")
+    assert_close_to_cpu(h + scalar, a + scalar)
+    assert_close_to_cpu(h * scalar, a * scalar)
+    assert_close_to_cpu(scalar * h, scalar * a)
+    assert_close_to_cpu(h / scalar, a / scalar)
+    assert_close_to_cpu(h - torch.tensor(scalar), a - torch.tensor(scalar))  # cpu 0-dim tensor
+    if not isinstance(scalar, bool):
+        assert_close_to_cpu(scalar - h, scalar - a)
+
+
+def test_alpha_and_rounding_modes():
+    a, b = torch.randn(6, 4) * 10, torch.randn(6, 4) * 3 + 0.5
+    h, hb = a.to("hpu"), b.to("hpu")
+    assert_close_to_cpu(torch.add(h, hb, alpha=2.5), torch.add(a, b, alpha=2.5))
+    assert_close_to_cpu(torch.sub(h, hb, alpha=-1.5), torch.sub(a, b, alpha=-1.5))
+    for mode in ("trunc", "floor"):
+        assert_close_to_cpu(torch.div(h, hb, rounding_mode=mode), torch.div(a, b, rounding_mode=mode))
+    ia, ib = torch.tensor([7, -7, 9, -9]), torch.tensor([2, 2, -4, -4])
+    for mode in ("trunc", "floor"):
+        assert_close_to_cpu(torch.div(ia.to("hpu"), ib.to("hpu"), rounding_mode=mode),
+                            torch.div(ia, ib, rounding_mode=mode))
+    assert_close_to_cpu(ia.to("hpu") / ib.to("hpu"), ia / ib)
+
+
+def test_inplace_and_out_variants():
+    a, b = torch.randn(4, 5), torch.randn(5)
+    h = a.to("hpu")
+    h.add_(b.to("hpu"), alpha=3)
+    h.mul_(2).sub_(1).div_(4)
+    torch.testing.assert_close(h.cpu(), ((a + 3 * b) * 2 - 1) / 4)
+    out = torch.empty(0, device="hpu")
+    torch.mul(h, h, out=out)
+    torch.testing.assert_close(out.cpu(), h.cpu() * h.cpu())
+    hi = torch.ones(3, dtype=torch.int64, device="hpu")
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        hi.add_(torch.ones(3, device="hpu") * 0.5)
+
+
+def test_relu():
+    for dtype in FLOAT_DTYPES + [torch.int64]:
+        a = make((7, 9), dtype, 6)
+        assert_close_to_cpu(torch.relu(a.to("hpu")), torch.relu(a))
+        h = a.to("hpu")
+        h.relu_()
+        assert_close_to_cpu(h, torch.relu(a))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int64])
+def test_matmul_family(dtype):
+    tol = dict(atol=1e-1, rtol=2e-2) if dtype == torch.bfloat16 else {}
+    a, b, c = make((17, 33), dtype, 7), make((33, 9), dtype, 8), make((9,), dtype, 9)
+    assert_close_to_cpu(a.to("hpu") @ b.to("hpu"), a @ b, **tol)
+    assert_close_to_cpu(torch.addmm(c.to("hpu"), a.to("hpu"), b.to("hpu"), beta=2, alpha=3),
+                        torch.addmm(c, a, b, beta=2, alpha=3), **tol)
+    # transposed operands, no copy on the way in
+    assert_close_to_cpu(b.t().to("hpu") @ a.t().to("hpu"), b.t() @ a.t(), **tol)
+    at = a.t().contiguous().to("hpu").t()
+    assert not at.is_contiguous()
+    assert_close_to_cpu(at @ b.to("hpu"), a @ b, **tol)
+    x, y = make((4, 5, 6), dtype, 10), make((4, 6, 3), dtype, 11)
+    assert_close_to_cpu(torch.bmm(x.to("hpu"), y.to("hpu")), torch.bmm(x, y), **tol)
+    assert_close_to_cpu(torch.matmul(x.to("hpu"), y[0].to("hpu")), torch.matmul(x, y[0]), **tol)
+    if dtype.is_floating_point:
+        lin = torch.nn.functional.linear(a.to("hpu"), b.t().to("hpu"), c.to("hpu"))
+        assert_close_to_cpu(lin, torch.nn.functional.linear(a, b.t(), c), **tol)
+
+
+def test_matmul_errors():
+    with pytest.raises(RuntimeError, match="cannot be multiplied"):
+        torch.randn(2, 3, device="hpu") @ torch.randn(4, 5, device="hpu")
+    with pytest.raises(RuntimeError, match="same dtype"):
+        torch.mm(torch.randn(2, 3, device="hpu"), torch.randn(3, 2, device="hpu", dtype=torch.float64))
+
+
+def test_native_ops_do_not_fall_back(fallback_counts):
+    a = torch.randn(8, 8, device="hpu")
+    b = (a @ a.T + 1).relu() * 2 - a / 3
+    torch.addmm(a, a, a).add_(b)
+    torch.empty(5, device="hpu").uniform_().normal_()
+    assert fallback_counts() == {}
