@@ -1,0 +1,446 @@
+/* The caching allocator, modelled on PyTorch's CUDA caching allocator.
+ *
+ * Requests are rounded up to 512 bytes. Two pools:
+ *  - small: requests <= 1 MiB, carved from 2 MiB segments;
+ *  - large: requests < 10 MiB get a 20 MiB segment, bigger ones a segment
+ *    rounded up to a multiple of 2 MiB (PyTorch's kLargeBuffer/kMinLargeAlloc).
+ * A request takes the best-fitting cached free block of its pool (smallest
+ * size, then lowest address) and splits off the rest when the remainder is
+ * worth keeping (>= 512 B in the small pool, > 1 MiB in the large one).
+ * Frees coalesce with free neighbours in the same segment and keep the block
+ * cached; segments go back to the arena only on empty_cache or when a request
+ * cannot be met otherwise (then the allocator retries once).
+ *
+ * Blocks never move between segments and segments start 2 MiB-aligned in the
+ * arena, so every pointer is 512-byte aligned. One mutex per card. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hpu/memory.h"
+#include "runtime/runtime.h"
+
+#define ROUND ((size_t)512)
+#define SMALL_SIZE ((size_t)1 << 20)
+#define SMALL_SEGMENT ((size_t)2 << 20)
+#define LARGE_SEGMENT ((size_t)20 << 20)
+#define MIN_LARGE_ALLOC ((size_t)10 << 20)
+#define ROUND_LARGE ((size_t)2 << 20)
+
+enum { POOL_SMALL, POOL_LARGE, NUM_POOLS };
+
+typedef struct block {
+  char *ptr;
+  size_t size;
+  size_t requested;
+  int allocated;
+  int pool;
+  struct block *prev, *next; /* neighbours inside the segment */
+  struct block *hnext;       /* live-block hash chain, or the spare list */
+} block_t;
+
+typedef struct {
+  block_t **v; /* sorted by (size, ptr) */
+  size_t n, cap;
+} block_set_t;
+
+typedef struct card {
+  pthread_mutex_t mu;
+  hpu_arena_t *arena;
+  _Atomic(char *) base; /* published once the arena exists, for pointer lookup */
+  size_t size;
+  block_set_t pools[NUM_POOLS];
+  block_t **buckets; /* live blocks by pointer */
+  size_t nbuckets, nlive;
+  block_t *spare; /* recycled block records */
+  hpu_memory_stats_t st;
+} card_t;
+
+static card_t cards[HPU_MAX_CARDS] = {[0 ... HPU_MAX_CARDS - 1] = {.mu = PTHREAD_MUTEX_INITIALIZER}};
+
+/* ---- block records ---- */
+
+static block_t *block_new(card_t *c) {
+  block_t *b = c->spare;
+  if (b) c->spare = b->hnext;
+  else b = malloc(sizeof *b);
+  if (b) memset(b, 0, sizeof *b);
+  return b;
+}
+
+static void block_recycle(card_t *c, block_t *b) {
+  b->hnext = c->spare;
+  c->spare = b;
+}
+
+static int is_split(const block_t *b) { return b->prev || b->next; }
+
+/* ---- free pools: sorted arrays with binary search ---- */
+
+static int block_less(const block_t *a, size_t size, const char *ptr) {
+  return a->size < size || (a->size == size && a->ptr < ptr);
+}
+
+static size_t set_lower_bound(const block_set_t *s, size_t size, const char *ptr) {
+  size_t lo = 0, hi = s->n;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (block_less(s->v[mid], size, ptr)) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+static int pool_insert(card_t *c, block_t *b) {
+  block_set_t *s = &c->pools[b->pool];
+  if (s->n == s->cap) {
+    size_t cap = s->cap ? 2 * s->cap : 64;
+    block_t **v = realloc(s->v, cap * sizeof *v);
+    if (!v) return -1;
+    s->v = v;
+    s->cap = cap;
+  }
+  size_t i = set_lower_bound(s, b->size, b->ptr);
+  memmove(&s->v[i + 1], &s->v[i], (s->n - i) * sizeof *s->v);
+  s->v[i] = b;
+  s->n++;
+  if (is_split(b)) {
+    c->st.inactive_split_blocks++;
+    c->st.inactive_split_bytes += b->size;
+  }
+  return 0;
+}
+
+static void pool_remove(card_t *c, block_t *b) {
+  block_set_t *s = &c->pools[b->pool];
+  size_t i = set_lower_bound(s, b->size, b->ptr);
+  if (i < s->n && s->v[i] == b) {
+    memmove(&s->v[i], &s->v[i + 1], (s->n - i - 1) * sizeof *s->v);
+    s->n--;
+  }
+  if (is_split(b)) {
+    c->st.inactive_split_blocks--;
+    c->st.inactive_split_bytes -= b->size;
+  }
+}
+
+/* ---- live blocks: chained hash on the pointer ---- */
+
+static size_t hash_ptr(const void *p, size_t nbuckets) {
+  uint64_t x = (uint64_t)(uintptr_t)p >> 9;
+  x *= 0x9e3779b97f4a7c15ULL;
+  return (size_t)(x >> 32) & (nbuckets - 1);
+}
+
+static int live_insert(card_t *c, block_t *b) {
+  if (c->nlive >= c->nbuckets) {
+    size_t nb = c->nbuckets ? 2 * c->nbuckets : 256;
+    block_t **buckets = calloc(nb, sizeof *buckets);
+    if (!buckets) return -1;
+    for (size_t i = 0; i < c->nbuckets; i++) {
+      for (block_t *x = c->buckets[i], *next; x; x = next) {
+        next = x->hnext;
+        size_t h = hash_ptr(x->ptr, nb);
+        x->hnext = buckets[h];
+        buckets[h] = x;
+      }
+    }
+    free(c->buckets);
+    c->buckets = buckets;
+    c->nbuckets = nb;
+  }
+  size_t h = hash_ptr(b->ptr, c->nbuckets);
+  b->hnext = c->buckets[h];
+  c->buckets[h] = b;
+  c->nlive++;
+  return 0;
+}
+
+static block_t *live_remove(card_t *c, const void *p) {
+  if (!c->nbuckets) return NULL;
+  block_t **link = &c->buckets[hash_ptr(p, c->nbuckets)];
+  for (; *link; link = &(*link)->hnext) {
+    if ((*link)->ptr == p) {
+      block_t *b = *link;
+      *link = b->hnext;
+      b->hnext = NULL;
+      c->nlive--;
+      return b;
+    }
+  }
+  return NULL;
+}
+
+/* ---- segments ---- */
+
+static size_t segment_size(size_t size) {
+  if (size <= SMALL_SIZE) return SMALL_SEGMENT;
+  if (size < MIN_LARGE_ALLOC) return LARGE_SEGMENT;
+  return (size + ROUND_LARGE - 1) / ROUND_LARGE * ROUND_LARGE;
+}
+
+static hpu_status_t ensure_arena(card_t *c, int device) {
+  if (c->arena) return HPU_SUCCESS;
+  hpu_status_t st = hpu_arena_open(device, hpu_rt_card_memory(), &c->arena);
+  if (st != HPU_SUCCESS) return st;
+  c->size = hpu_arena_size(c->arena);
+  atomic_store_explicit(&c->base, (char *)hpu_arena_base(c->arena), memory_order_release);
+  return HPU_SUCCESS;
+}
+
+/* Returns every cached block that spans a whole segment to the arena. */
+static void release_cached(card_t *c) {
+  for (int p = 0; p < NUM_POOLS; p++) {
+    block_set_t *s = &c->pools[p];
+    size_t keep = 0;
+    for (size_t i = 0; i < s->n; i++) {
+      block_t *b = s->v[i];
+      if (is_split(b)) {
+        s->v[keep++] = b;
+        continue;
+      }
+      hpu_arena_release(c->arena, b->ptr, b->size);
+      c->st.reserved_bytes -= b->size;
+      c->st.num_segments--;
+      block_recycle(c, b);
+    }
+    s->n = keep;
+  }
+}
+
+static hpu_status_t oom(card_t *c, int device, size_t nbytes) {
+  char want[32], alloc[32], resv[32], cap[32], freeb[32];
+  c->st.num_ooms++;
+  hpu_format_bytes(want, sizeof want, nbytes);
+  hpu_format_bytes(alloc, sizeof alloc, c->st.allocated_bytes);
+  hpu_format_bytes(resv, sizeof resv, c->st.reserved_bytes);
+  hpu_format_bytes(cap, sizeof cap, c->st.capacity);
+  hpu_format_bytes(freeb, sizeof freeb, c->st.capacity - c->st.reserved_bytes);
+  return hpu_error(HPU_ERROR_OUT_OF_MEMORY,
+                   "hpu:%d out of memory: tried to allocate %s; %s allocated, %s reserved, "
+                   "%s free, %s total capacity (HPU_CARD_MEMORY)",
+                   device, want, alloc, resv, freeb, cap);
+}
+
+static card_t *card_locked(int device, hpu_status_t *st) {
+  *st = hpu_rt_enter_device(device);
+  if (*st != HPU_SUCCESS) return NULL;
+  card_t *c = &cards[device];
+  pthread_mutex_lock(&c->mu);
+  c->st.capacity = hpu_rt_card_memory();
+  return c;
+}
+
+/* ---- public API ---- */
+
+hpu_status_t hpu_malloc(int device, size_t nbytes, void **ptr) {
+  if (!ptr) return hpu_error(HPU_ERROR_INVALID_ARGUMENT, "hpu_malloc: ptr is NULL");
+  *ptr = NULL;
+  hpu_status_t st;
+  card_t *c = card_locked(device, &st);
+  if (!c) return st;
+  if (nbytes == 0) goto out;
+  if (nbytes > c->st.capacity) {
+    st = oom(c, device, nbytes);
+    goto out;
+  }
+  st = ensure_arena(c, device);
+  if (st != HPU_SUCCESS) goto out;
+
+  size_t size = (nbytes + ROUND - 1) / ROUND * ROUND;
+  int pool = size <= SMALL_SIZE ? POOL_SMALL : POOL_LARGE;
+  block_set_t *s = &c->pools[pool];
+  block_t *b = NULL;
+  size_t i = set_lower_bound(s, size, NULL);
+  if (i < s->n) {
+    b = s->v[i];
+    pool_remove(c, b);
+  } else {
+    size_t seg = segment_size(size);
+    char *p = hpu_arena_alloc(c->arena, seg);
+    if (!p) {
+      /* Flush the cache and retry once, as PyTorch does. */
+      release_cached(c);
+      c->st.num_alloc_retries++;
+      p = hpu_arena_alloc(c->arena, seg);
+    }
+    if (!p) {
+      st = oom(c, device, nbytes);
+      goto out;
+    }
+    b = block_new(c);
+    if (!b) {
+      hpu_arena_release(c->arena, p, seg);
+      st = hpu_error(HPU_ERROR_SYSTEM, "hpu_malloc: out of host memory for block records");
+      goto out;
+    }
+    b->ptr = p;
+    b->size = seg;
+    b->pool = pool;
+    c->st.reserved_bytes += seg;
+    c->st.num_segments++;
+    if (c->st.reserved_bytes > c->st.peak_reserved_bytes)
+      c->st.peak_reserved_bytes = c->st.reserved_bytes;
+  }
+
+  size_t remaining = b->size - size;
+  if (pool == POOL_SMALL ? remaining >= ROUND : remaining > SMALL_SIZE) {
+    block_t *rest = block_new(c);
+    if (rest) { /* without a record the block just stays whole */
+      rest->ptr = b->ptr + size;
+      rest->size = remaining;
+      rest->pool = pool;
+      rest->prev = b;
+      rest->next = b->next;
+      if (b->next) b->next->prev = rest;
+      b->next = rest;
+      b->size = size;
+      if (pool_insert(c, rest) != 0) { /* undo the split */
+        b->next = rest->next;
+        if (rest->next) rest->next->prev = b;
+        b->size += remaining;
+        block_recycle(c, rest);
+      }
+    }
+  }
+  if (live_insert(c, b) != 0) {
+    pool_insert(c, b);
+    st = hpu_error(HPU_ERROR_SYSTEM, "hpu_malloc: out of host memory for the block table");
+    goto out;
+  }
+  b->allocated = 1;
+  b->requested = nbytes;
+  c->st.allocated_bytes += b->size;
+  c->st.requested_bytes += nbytes;
+  c->st.active_blocks++;
+  c->st.num_allocs++;
+  if (c->st.allocated_bytes > c->st.peak_allocated_bytes)
+    c->st.peak_allocated_bytes = c->st.allocated_bytes;
+  *ptr = b->ptr;
+out:
+  pthread_mutex_unlock(&c->mu);
+  return st;
+}
+
+hpu_status_t hpu_free(int device, void *ptr) {
+  if (!ptr) return hpu_rt_enter_device(device);
+  hpu_status_t st;
+  card_t *c = card_locked(device, &st);
+  if (!c) return st;
+  block_t *b = live_remove(c, ptr);
+  if (!b) {
+    pthread_mutex_unlock(&c->mu);
+    int owner = -1;
+    hpu_pointer_get_device(ptr, &owner);
+    if (owner >= 0 && owner != device)
+      return hpu_error(HPU_ERROR_INVALID_ARGUMENT,
+                       "hpu_free: pointer %p belongs to hpu:%d, not hpu:%d", ptr, owner, device);
+    return hpu_error(HPU_ERROR_INVALID_ARGUMENT,
+                     "hpu_free: pointer %p was not returned by hpu_malloc on hpu:%d "
+                     "(or was already freed)", ptr, device);
+  }
+  c->st.allocated_bytes -= b->size;
+  c->st.requested_bytes -= b->requested;
+  c->st.active_blocks--;
+  c->st.num_frees++;
+  b->allocated = 0;
+  b->requested = 0;
+  block_t *prev = b->prev, *next = b->next;
+  if (prev && !prev->allocated) {
+    pool_remove(c, prev);
+    prev->size += b->size;
+    prev->next = next;
+    if (next) next->prev = prev;
+    block_recycle(c, b);
+    b = prev;
+  }
+  if (next && !next->allocated) {
+    pool_remove(c, next);
+    b->size += next->size;
+    b->next = next->next;
+    if (next->next) next->next->prev = b;
+    block_recycle(c, next);
+  }
+  if (pool_insert(c, b) != 0) /* host OOM: keep the block live rather than lose it */
+    st = hpu_error(HPU_ERROR_SYSTEM, "hpu_free: out of host memory for the free list");
+  pthread_mutex_unlock(&c->mu);
+  return st;
+}
+
+hpu_status_t hpu_memory_empty_cache(int device) {
+  hpu_status_t st;
+  card_t *c = card_locked(device, &st);
+  if (!c) return st;
+  if (c->arena) release_cached(c);
+  pthread_mutex_unlock(&c->mu);
+  return HPU_SUCCESS;
+}
+
+hpu_status_t hpu_memory_get_stats(int device, hpu_memory_stats_t *stats) {
+  if (!stats) return hpu_error(HPU_ERROR_INVALID_ARGUMENT, "hpu_memory_get_stats: stats is NULL");
+  hpu_status_t st;
+  card_t *c = card_locked(device, &st);
+  if (!c) return st;
+  *stats = c->st;
+  pthread_mutex_unlock(&c->mu);
+  return HPU_SUCCESS;
+}
+
+hpu_status_t hpu_memory_reset_peak(int device) {
+  hpu_status_t st;
+  card_t *c = card_locked(device, &st);
+  if (!c) return st;
+  c->st.peak_allocated_bytes = c->st.allocated_bytes;
+  c->st.peak_reserved_bytes = c->st.reserved_bytes;
+  pthread_mutex_unlock(&c->mu);
+  return HPU_SUCCESS;
+}
+
+hpu_status_t hpu_memory_reset_accumulated(int device) {
+  hpu_status_t st;
+  card_t *c = card_locked(device, &st);
+  if (!c) return st;
+  c->st.num_allocs = c->st.num_frees = c->st.num_ooms = c->st.num_alloc_retries = 0;
+  pthread_mutex_unlock(&c->mu);
+  return HPU_SUCCESS;
+}
+
+hpu_status_t hpu_mem_get_info(int device, size_t *free_bytes, size_t *total_bytes) {
+  hpu_status_t st;
+  card_t *c = card_locked(device, &st);
+  if (!c) return st;
+  if (free_bytes) *free_bytes = (size_t)(c->st.capacity - c->st.reserved_bytes);
+  if (total_bytes) *total_bytes = (size_t)c->st.capacity;
+  pthread_mutex_unlock(&c->mu);
+  return HPU_SUCCESS;
+}
+
+hpu_status_t hpu_memory_arena(int device, int *memfd, void **base, size_t *size) {
+  hpu_status_t st;
+  card_t *c = card_locked(device, &st);
+  if (!c) return st;
+  st = ensure_arena(c, device);
+  if (st == HPU_SUCCESS) {
+    if (memfd) *memfd = hpu_arena_fd(c->arena);
+    if (base) *base = hpu_arena_base(c->arena);
+    if (size) *size = hpu_arena_size(c->arena);
+  }
+  pthread_mutex_unlock(&c->mu);
+  return st;
+}
+
+hpu_status_t hpu_pointer_get_device(const void *p, int *device) {
+  if (!device) return hpu_error(HPU_ERROR_INVALID_ARGUMENT, "hpu_pointer_get_device: device is NULL");
+  *device = -1;
+  /* Arenas are never unmapped, and base/size are published before use:
+   * no lock needed, so this is cheap enough for every dispatch. */
+  for (int i = 0; i < HPU_MAX_CARDS; i++) {
+    char *base = atomic_load_explicit(&cards[i].base, memory_order_acquire);
+    if (base && (const char *)p >= base && (const char *)p < base + cards[i].size) {
+      *device = i;
+      break;
+    }
+  }
+  return HPU_SUCCESS;
+}

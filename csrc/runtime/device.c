@@ -1,0 +1,246 @@
+/* Cards and process-level runtime state: environment, lazy init, fork guard.
+ *
+ * Initialisation reads the environment once. A failed init leaves the runtime
+ * uninitialised, so a later call re-reads the (possibly fixed) environment.
+ * After a successful init a fork handler marks the child: its device calls
+ * fail with HPU_ERROR_FORKED, as CUDA's do, because the child holds a copy of
+ * the parent's queues and allocator state without their threads. */
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hpu/device.h"
+#include "runtime/runtime.h"
+
+#define DEFAULT_NUM_CARDS 8
+#define DEFAULT_CARD_MEMORY ((size_t)16 << 30)
+#define SEGMENT_ALIGN ((size_t)2 << 20)
+
+static pthread_mutex_t init_mu = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int initialized;  /* 1 once init succeeded (0 again in a forked child) */
+static atomic_int forked;       /* 1 in a child forked after init */
+static int num_cards;           /* physical cards on the host */
+static int visible_count;
+static int physical_ids[HPU_MAX_CARDS];
+static size_t card_memory;
+static char visible_env[256];   /* HABANA_VISIBLE_DEVICES as read, for messages */
+
+static void after_fork_child(void) {
+  if (atomic_load(&initialized)) {
+    atomic_store(&forked, 1);
+    atomic_store(&initialized, 0);
+  }
+}
+
+static void register_fork_handler(void) { pthread_atfork(NULL, NULL, after_fork_child); }
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static hpu_status_t forked_error(void) {
+  return hpu_error(HPU_ERROR_FORKED,
+                   "the hpu runtime cannot be used in a process forked after it was "
+                   "initialised; use the 'spawn' start method (multiprocessing) or "
+                   "initialise the hpu runtime only in the child");
+}
+
+static const char *trim(const char *s, const char **end) {
+  while (isspace((unsigned char)*s)) s++;
+  const char *e = s + strlen(s);
+  while (e > s && isspace((unsigned char)e[-1])) e--;
+  *end = e;
+  return s;
+}
+
+static hpu_status_t parse_num_cards(int *out) {
+  const char *v = getenv("HPU_NUM_CARDS");
+  *out = DEFAULT_NUM_CARDS;
+  if (!v) return HPU_SUCCESS;
+  const char *end, *s = trim(v, &end);
+  char *stop;
+  errno = 0;
+  long n = strtol(s, &stop, 10);
+  if (s == end || stop != end || errno || n < 0 || n > HPU_MAX_CARDS)
+    return hpu_error(HPU_ERROR_INVALID_ARGUMENT,
+                     "invalid HPU_NUM_CARDS='%s': expected an integer from 0 to %d", v,
+                     HPU_MAX_CARDS);
+  *out = (int)n;
+  return HPU_SUCCESS;
+}
+
+static hpu_status_t parse_visible(int cards) {
+  const char *v = getenv("HABANA_VISIBLE_DEVICES");
+  visible_env[0] = 0;
+  const char *end, *s = v ? trim(v, &end) : NULL;
+  if (!v || s == end || ((size_t)(end - s) == 3 && strncasecmp(s, "all", 3) == 0)) {
+    if (v) snprintf(visible_env, sizeof visible_env, "%s", v);
+    visible_count = cards;
+    for (int i = 0; i < cards; i++) physical_ids[i] = i;
+    return HPU_SUCCESS;
+  }
+  snprintf(visible_env, sizeof visible_env, "%s", v);
+  int count = 0;
+  const char *p = s;
+  while (p < end) {
+    const char *comma = memchr(p, ',', (size_t)(end - p));
+    const char *item_end = comma ? comma : end;
+    char item[32];
+    size_t len = (size_t)(item_end - p);
+    if (len >= sizeof item) len = sizeof item - 1;
+    memcpy(item, p, len);
+    item[len] = 0;
+    const char *iend, *is = trim(item, &iend);
+    char *stop;
+    errno = 0;
+    long id = strtol(is, &stop, 10);
+    if (is == iend || stop != iend || errno || id < 0)
+      return hpu_error(HPU_ERROR_INVALID_ARGUMENT,
+                       "invalid HABANA_VISIBLE_DEVICES='%s': '%s' is not a card id", v, item);
+    if (id >= cards)
+      return hpu_error(HPU_ERROR_INVALID_ARGUMENT,
+                       "invalid HABANA_VISIBLE_DEVICES='%s': card %ld does not exist "
+                       "(HPU_NUM_CARDS=%d)", v, id, cards);
+    for (int i = 0; i < count; i++)
+      if (physical_ids[i] == id)
+        return hpu_error(HPU_ERROR_INVALID_ARGUMENT,
+                         "invalid HABANA_VISIBLE_DEVICES='%s': card %ld listed twice", v, id);
+    physical_ids[count++] = (int)id; /* count <= cards <= HPU_MAX_CARDS: no duplicates */
+    if (!comma) break;
+    p = comma + 1;
+    if (p == end)
+      return hpu_error(HPU_ERROR_INVALID_ARGUMENT,
+                       "invalid HABANA_VISIBLE_DEVICES='%s': trailing comma", v);
+  }
+  visible_count = count;
+  return HPU_SUCCESS;
+}
+
+/* Bytes with an optional binary K/M/G/T suffix ("16G", "512M", "64KiB"). */
+static hpu_status_t parse_card_memory(size_t *out) {
+  const char *v = getenv("HPU_CARD_MEMORY");
+  *out = DEFAULT_CARD_MEMORY;
+  if (!v) return HPU_SUCCESS;
+  const char *end, *s = trim(v, &end);
+  char *stop;
+  errno = 0;
+  unsigned long long n = (s < end && isdigit((unsigned char)*s)) ? strtoull(s, &stop, 10) : 0;
+  int ok = s < end && isdigit((unsigned char)*s) && !errno;
+  unsigned shift = 0;
+  if (ok) {
+    const char *u = stop;
+    if (u < end) {
+      switch (toupper((unsigned char)*u)) {
+        case 'K': shift = 10; break;
+        case 'M': shift = 20; break;
+        case 'G': shift = 30; break;
+        case 'T': shift = 40; break;
+        case 'B': shift = 0; u--; break; /* plain "B" */
+        default: ok = 0;
+      }
+      u++;
+      if (ok && u < end && (*u == 'i' || *u == 'I')) u++;
+      if (ok && u < end && (*u == 'b' || *u == 'B')) u++;
+      if (u != end) ok = 0;
+    }
+  }
+  /* Keep the arena mappable: at most 2^46 bytes (64 TiB). */
+  if (ok && (n == 0 || n > ((1ULL << 46) >> shift))) ok = 0;
+  if (!ok)
+    return hpu_error(HPU_ERROR_INVALID_ARGUMENT,
+                     "invalid HPU_CARD_MEMORY='%s': expected a positive size in bytes, "
+                     "optionally with a K, M, G or T suffix (e.g. 16G)", v);
+  size_t bytes = (size_t)n << shift;
+  /* Segments are carved in 2 MiB units: round the capacity up to one. */
+  *out = (bytes + SEGMENT_ALIGN - 1) & ~(SEGMENT_ALIGN - 1);
+  return HPU_SUCCESS;
+}
+
+hpu_status_t hpu_init(void) {
+  if (atomic_load_explicit(&forked, memory_order_acquire)) return forked_error();
+  if (atomic_load_explicit(&initialized, memory_order_acquire)) return HPU_SUCCESS;
+  pthread_mutex_lock(&init_mu);
+  hpu_status_t st = HPU_SUCCESS;
+  if (!atomic_load(&initialized)) {
+    int cards = 0;
+    size_t mem = 0;
+    st = parse_num_cards(&cards);
+    if (st == HPU_SUCCESS) st = parse_visible(cards);
+    if (st == HPU_SUCCESS) st = parse_card_memory(&mem);
+    if (st == HPU_SUCCESS) {
+      num_cards = cards;
+      card_memory = mem;
+      pthread_once(&fork_once, register_fork_handler);
+      atomic_store_explicit(&initialized, 1, memory_order_release);
+    }
+  }
+  pthread_mutex_unlock(&init_mu);
+  return st;
+}
+
+int hpu_is_initialized(void) { return atomic_load(&initialized); }
+
+int hpu_rt_forked(void) { return atomic_load_explicit(&forked, memory_order_relaxed); }
+
+hpu_status_t hpu_rt_enter(void) {
+  if (__builtin_expect(atomic_load_explicit(&initialized, memory_order_acquire), 1))
+    return HPU_SUCCESS;
+  return hpu_init(); /* also reports the forked state */
+}
+
+hpu_status_t hpu_device_check(int device) {
+  hpu_status_t st = hpu_rt_enter();
+  if (st != HPU_SUCCESS) return st;
+  if (device >= 0 && device < visible_count) return HPU_SUCCESS;
+  if (visible_env[0])
+    return hpu_error(HPU_ERROR_INVALID_ARGUMENT,
+                     "invalid hpu device index %d: %d card%s visible (HABANA_VISIBLE_DEVICES=%s)",
+                     device, visible_count, visible_count == 1 ? "" : "s", visible_env);
+  return hpu_error(HPU_ERROR_INVALID_ARGUMENT,
+                   "invalid hpu device index %d: %d card%s visible (HPU_NUM_CARDS=%d, "
+                   "HABANA_VISIBLE_DEVICES not set)",
+                   device, visible_count, visible_count == 1 ? "" : "s", num_cards);
+}
+
+hpu_status_t hpu_rt_enter_device(int device) {
+  if (__builtin_expect(atomic_load_explicit(&initialized, memory_order_acquire), 1) &&
+      device >= 0 && device < visible_count)
+    return HPU_SUCCESS;
+  return hpu_device_check(device);
+}
+
+size_t hpu_rt_card_memory(void) { return card_memory; }
+
+hpu_status_t hpu_device_count(int *count) {
+  if (!count) return hpu_error(HPU_ERROR_INVALID_ARGUMENT, "hpu_device_count: count is NULL");
+  hpu_status_t st = hpu_rt_enter();
+  if (st != HPU_SUCCESS) return st;
+  *count = visible_count;
+  return HPU_SUCCESS;
+}
+
+hpu_status_t hpu_device_get_props(int device, hpu_device_props_t *props) {
+  if (!props) return hpu_error(HPU_ERROR_INVALID_ARGUMENT, "hpu_device_get_props: props is NULL");
+  hpu_status_t st = hpu_rt_enter_device(device);
+  if (st != HPU_SUCCESS) return st;
+  memset(props, 0, sizeof *props);
+  snprintf(props->name, sizeof props->name, "GAUDI2");
+  props->physical_id = physical_ids[device];
+  props->total_memory = card_memory;
+  return HPU_SUCCESS;
+}
+
+hpu_status_t hpu_device_synchronize(int device) {
+  hpu_status_t st = hpu_rt_enter_device(device);
+  if (st != HPU_SUCCESS) return st;
+  return hpu_queue_sync(device);
+}
+
+void hpu_format_bytes(char *buf, size_t len, uint64_t b) {
+  if (b < 1024) snprintf(buf, len, "%llu bytes", (unsigned long long)b);
+  else if (b < (1ULL << 20)) snprintf(buf, len, "%.2f KiB", (double)b / 1024.0);
+  else if (b < (1ULL << 30)) snprintf(buf, len, "%.2f MiB", (double)b / (1024.0 * 1024.0));
+  else snprintf(buf, len, "%.2f GiB", (double)b / (1024.0 * 1024.0 * 1024.0));
+}

@@ -1,0 +1,44 @@
+/* Private glue between the runtime's files (not part of the public API). */
+#ifndef HPU_RUNTIME_INTERNAL_H
+#define HPU_RUNTIME_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hpu/device.h"
+#include "hpu/status.h"
+#include "hpu/stream.h"
+
+/* device.c: entry checks every device call makes. They fail with
+ * HPU_ERROR_FORKED in a child forked after init, initialise lazily
+ * (as CUDA does) and, for the _device variant, validate the index. */
+hpu_status_t hpu_rt_enter(void);
+hpu_status_t hpu_rt_enter_device(int device);
+size_t hpu_rt_card_memory(void); /* valid after a successful enter */
+int hpu_rt_forked(void);
+
+/* arena.c: a card's memfd mapping plus a range allocator for segments. */
+typedef struct hpu_arena hpu_arena_t;
+hpu_status_t hpu_arena_open(int device, size_t size, hpu_arena_t **arena);
+/* Best fit; returns NULL when no free range is large enough. */
+void *hpu_arena_alloc(hpu_arena_t *arena, size_t size);
+/* Returns the range and punches it out of the memfd (pages go back to the host). */
+void hpu_arena_release(hpu_arena_t *arena, void *ptr, size_t size);
+int hpu_arena_fd(const hpu_arena_t *arena);
+void *hpu_arena_base(const hpu_arena_t *arena);
+size_t hpu_arena_size(const hpu_arena_t *arena);
+
+/* queue.c: the card's in-order hardware queue and its worker thread. */
+hpu_status_t hpu_queue_push(int device, hpu_task_fn fn, void *arg, void (*release)(void *));
+/* Waits for everything pushed before the call, then returns (and clears) the
+ * card's sticky error, copying its text to this thread's last error. */
+hpu_status_t hpu_queue_sync(int device);
+/* HPU_SUCCESS when idle, NOT_READY when busy, or the sticky error. */
+hpu_status_t hpu_queue_query(int device);
+/* The card whose worker is the calling thread, or -1. */
+int hpu_queue_current_device(void);
+
+/* Formats a byte count as PyTorch does in its OOM message ("1.50 GiB"). */
+void hpu_format_bytes(char *buf, size_t len, uint64_t bytes);
+
+#endif
