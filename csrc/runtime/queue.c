@@ -1,0 +1,265 @@
+/* The in-order hardware queue of a card: a ring of tasks under a mutex,
+ * served by one worker thread started on first use.
+ *
+ * Host overhead matters (eager mode enqueues every op), so:
+ *  - enqueue is a lock, a store into the ring and a signal only when the
+ *    worker is asleep; no allocation unless the ring must grow;
+ *  - the worker spins briefly when the ring runs dry before it sleeps, so a
+ *    loop of small ops rarely pays for a futex wake-up;
+ *  - synchronize reads two atomic counters and returns at once when the
+ *    queue is idle; otherwise it spins briefly, then sleeps on a condvar.
+ *
+ * A failing task leaves a sticky error on the card (first error wins, with
+ * the worker's message); the next synchronize/query returns and clears it.
+ * At exit the workers drain their queues and are joined; later enqueues
+ * (e.g. from static destructors) run inline on the caller. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "runtime/runtime.h"
+
+#define WORKER_SPIN_NS 20000  /* worker: how long to wait for more work awake */
+#define SYNC_SPIN_NS 20000    /* synchronize: how long to spin before sleeping */
+
+typedef struct task {
+  hpu_task_fn fn;
+  void *arg;
+  void (*release)(void *);
+} task_t;
+
+typedef struct queue {
+  pthread_mutex_t mu;
+  pthread_cond_t work_cv; /* the worker waits for tasks */
+  pthread_cond_t done_cv; /* synchronizers wait for completions */
+  task_t *ring;
+  size_t cap, head, count; /* cap is a power of two */
+  _Atomic uint64_t submitted, completed;
+  atomic_int has_error;
+  int sleeping, waiters, stopping;
+  pthread_t thread;
+  int device;
+  hpu_status_t err;
+  char errmsg[1024];
+} queue_t;
+
+static _Atomic(queue_t *) queues[HPU_MAX_CARDS];
+static pthread_mutex_t queues_mu = PTHREAD_MUTEX_INITIALIZER;
+static _Thread_local int worker_device = -1;
+static int atexit_registered;
+
+int hpu_queue_current_device(void) { return worker_device; }
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#else
+  __asm__ __volatile__("" ::: "memory");
+#endif
+}
+
+/* Called with q->mu held. */
+static void store_error(queue_t *q, hpu_status_t st, const char *msg) {
+  if (q->err != HPU_SUCCESS) return;
+  q->err = st;
+  snprintf(q->errmsg, sizeof q->errmsg, "%s", msg && msg[0] ? msg : hpu_status_name(st));
+  atomic_store(&q->has_error, 1);
+}
+
+/* Runs a task without q->mu held (a task may enqueue more work). */
+static void run_task(queue_t *q, const task_t *t) {
+  hpu_status_t st = t->fn(t->arg);
+  char msg[1024];
+  if (st != HPU_SUCCESS) snprintf(msg, sizeof msg, "%s", hpu_last_error());
+  if (t->release) t->release(t->arg);
+  if (st != HPU_SUCCESS) {
+    pthread_mutex_lock(&q->mu);
+    store_error(q, st, msg);
+    pthread_mutex_unlock(&q->mu);
+  }
+}
+
+static void *worker_main(void *p) {
+  queue_t *q = p;
+  worker_device = q->device;
+  pthread_mutex_lock(&q->mu);
+  for (;;) {
+    if (q->count == 0) {
+      if (q->stopping) break;
+      /* Stay awake a little: the host is often about to enqueue more. */
+      pthread_mutex_unlock(&q->mu);
+      uint64_t seen = atomic_load_explicit(&q->completed, memory_order_relaxed);
+      uint64_t deadline = now_ns() + WORKER_SPIN_NS;
+      for (int i = 0; atomic_load_explicit(&q->submitted, memory_order_relaxed) == seen; i++) {
+        cpu_relax();
+        if ((i & 63) == 63 && now_ns() > deadline) break;
+      }
+      pthread_mutex_lock(&q->mu);
+      if (q->count == 0 && !q->stopping) {
+        q->sleeping = 1;
+        while (q->count == 0 && !q->stopping) pthread_cond_wait(&q->work_cv, &q->mu);
+        q->sleeping = 0;
+      }
+      continue;
+    }
+    task_t t = q->ring[q->head];
+    q->head = (q->head + 1) & (q->cap - 1);
+    q->count--;
+    pthread_mutex_unlock(&q->mu);
+    run_task(q, &t);
+    pthread_mutex_lock(&q->mu);
+    atomic_fetch_add_explicit(&q->completed, 1, memory_order_release);
+    if (q->waiters) pthread_cond_broadcast(&q->done_cv);
+  }
+  pthread_mutex_unlock(&q->mu);
+  return NULL;
+}
+
+static void shutdown_queues(void) {
+  if (hpu_rt_forked()) return; /* the workers belong to the parent */
+  for (int i = 0; i < HPU_MAX_CARDS; i++) {
+    queue_t *q = atomic_load(&queues[i]);
+    if (!q) continue;
+    pthread_mutex_lock(&q->mu);
+    int was_running = !q->stopping;
+    q->stopping = 1;
+    pthread_cond_signal(&q->work_cv);
+    pthread_mutex_unlock(&q->mu);
+    if (was_running) pthread_join(q->thread, NULL);
+  }
+}
+
+static queue_t *queue_get(int device, int create, hpu_status_t *st) {
+  queue_t *q = atomic_load_explicit(&queues[device], memory_order_acquire);
+  *st = HPU_SUCCESS;
+  if (q || !create) return q;
+  pthread_mutex_lock(&queues_mu);
+  q = atomic_load(&queues[device]);
+  if (!q) {
+    q = calloc(1, sizeof *q);
+    task_t *ring = malloc(256 * sizeof *ring);
+    if (!q || !ring) {
+      free(q);
+      free(ring);
+      pthread_mutex_unlock(&queues_mu);
+      *st = hpu_error(HPU_ERROR_SYSTEM, "hpu:%d: out of host memory creating the queue", device);
+      return NULL;
+    }
+    pthread_mutex_init(&q->mu, NULL);
+    pthread_cond_init(&q->work_cv, NULL);
+    pthread_cond_init(&q->done_cv, NULL);
+    q->ring = ring;
+    q->cap = 256;
+    q->device = device;
+    int rc = pthread_create(&q->thread, NULL, worker_main, q);
+    if (rc != 0) {
+      free(ring);
+      free(q);
+      pthread_mutex_unlock(&queues_mu);
+      *st = hpu_error(HPU_ERROR_SYSTEM, "hpu:%d: cannot start the queue worker: %s", device,
+                      strerror(rc));
+      return NULL;
+    }
+    char name[16];
+    snprintf(name, sizeof name, "hpu%d-queue", device);
+    pthread_setname_np(q->thread, name);
+    if (!atexit_registered) {
+      atexit(shutdown_queues);
+      atexit_registered = 1;
+    }
+    atomic_store_explicit(&queues[device], q, memory_order_release);
+  }
+  pthread_mutex_unlock(&queues_mu);
+  return q;
+}
+
+hpu_status_t hpu_queue_push(int device, hpu_task_fn fn, void *arg, void (*release)(void *)) {
+  hpu_status_t st;
+  queue_t *q = queue_get(device, 1, &st);
+  if (!q) return st;
+  task_t t = {fn, arg, release};
+  pthread_mutex_lock(&q->mu);
+  if (q->stopping) { /* after exit began: run it here, in order (the queue is drained) */
+    pthread_mutex_unlock(&q->mu);
+    run_task(q, &t);
+    return HPU_SUCCESS;
+  }
+  if (q->count == q->cap) {
+    task_t *ring = malloc(2 * q->cap * sizeof *ring);
+    if (!ring) {
+      pthread_mutex_unlock(&q->mu);
+      return hpu_error(HPU_ERROR_SYSTEM, "hpu:%d: out of host memory growing the queue", device);
+    }
+    for (size_t i = 0; i < q->count; i++) ring[i] = q->ring[(q->head + i) & (q->cap - 1)];
+    free(q->ring);
+    q->ring = ring;
+    q->head = 0;
+    q->cap *= 2;
+  }
+  q->ring[(q->head + q->count) & (q->cap - 1)] = t;
+  q->count++;
+  atomic_fetch_add_explicit(&q->submitted, 1, memory_order_relaxed);
+  if (q->sleeping) pthread_cond_signal(&q->work_cv);
+  pthread_mutex_unlock(&q->mu);
+  return HPU_SUCCESS;
+}
+
+/* Returns and clears the sticky error, copying its message to this thread. */
+static hpu_status_t take_error(queue_t *q) {
+  if (!atomic_load_explicit(&q->has_error, memory_order_acquire)) return HPU_SUCCESS;
+  pthread_mutex_lock(&q->mu);
+  hpu_status_t st = q->err;
+  if (st != HPU_SUCCESS) hpu_error(st, "%s", q->errmsg);
+  q->err = HPU_SUCCESS;
+  atomic_store(&q->has_error, 0);
+  pthread_mutex_unlock(&q->mu);
+  return st;
+}
+
+hpu_status_t hpu_queue_sync(int device) {
+  hpu_status_t st;
+  queue_t *q = queue_get(device, 0, &st);
+  if (!q) return HPU_SUCCESS;
+  if (worker_device == device)
+    return hpu_error(HPU_ERROR_INVALID_ARGUMENT,
+                     "hpu:%d: a task running on the card's queue cannot wait for that queue "
+                     "(it would wait for itself)", device);
+  uint64_t target = atomic_load_explicit(&q->submitted, memory_order_relaxed);
+  if (atomic_load_explicit(&q->completed, memory_order_acquire) < target) {
+    uint64_t deadline = now_ns() + SYNC_SPIN_NS;
+    for (int i = 0; atomic_load_explicit(&q->completed, memory_order_acquire) < target; i++) {
+      cpu_relax();
+      if ((i & 63) == 63 && now_ns() > deadline) break;
+    }
+    if (atomic_load_explicit(&q->completed, memory_order_acquire) < target) {
+      pthread_mutex_lock(&q->mu);
+      q->waiters++;
+      while (atomic_load(&q->completed) < target) pthread_cond_wait(&q->done_cv, &q->mu);
+      q->waiters--;
+      pthread_mutex_unlock(&q->mu);
+    }
+  }
+  return take_error(q);
+}
+
+hpu_status_t hpu_queue_query(int device) {
+  hpu_status_t st;
+  queue_t *q = queue_get(device, 0, &st);
+  if (!q) return HPU_SUCCESS;
+  st = take_error(q);
+  if (st != HPU_SUCCESS) return st;
+  if (atomic_load_explicit(&q->completed, memory_order_acquire) <
+      atomic_load_explicit(&q->submitted, memory_order_relaxed))
+    return hpu_error(HPU_ERROR_NOT_READY, "hpu:%d: queued work has not finished", device);
+  return HPU_SUCCESS;
+}

@@ -1,0 +1,280 @@
+/* Streams and events: in-order execution, release callbacks, sticky errors,
+ * query, events with timing, cross-card waits, and the host overhead of an
+ * enqueue (printed, not asserted: the box is shared). */
+#define _GNU_SOURCE
+#include <CUnit/Basic.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hpu/hpu.h"
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---- tasks ---- */
+
+#define LOG_MAX 20000
+static int log_buf[LOG_MAX];
+static int log_len; /* only the card 0 worker writes */
+
+static hpu_status_t append_task(void *arg) {
+  if (log_len < LOG_MAX) log_buf[log_len++] = (int)(intptr_t)arg;
+  return HPU_SUCCESS;
+}
+
+static hpu_status_t sleep_task(void *arg) {
+  usleep((useconds_t)(intptr_t)arg);
+  return HPU_SUCCESS;
+}
+
+static hpu_status_t fail_task(void *arg) {
+  return hpu_error(HPU_ERROR_INVALID_ARGUMENT, "boom %d", (int)(intptr_t)arg);
+}
+
+static hpu_status_t empty_task(void *arg) {
+  (void)arg;
+  return HPU_SUCCESS;
+}
+
+static atomic_int released;
+static void count_release(void *arg) {
+  (void)arg;
+  atomic_fetch_add(&released, 1);
+}
+
+/* ---- tests ---- */
+
+static void test_order(void) {
+  hpu_stream_t s, s2;
+  CU_ASSERT_EQUAL_FATAL(hpu_stream_default(0, &s), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(s.id, 0);
+  CU_ASSERT_EQUAL_FATAL(hpu_stream_create(0, &s2), HPU_SUCCESS);
+  CU_ASSERT(s2.id > 0);
+  log_len = 0;
+  atomic_store(&released, 0);
+  CU_ASSERT_EQUAL(hpu_stream_enqueue(s, sleep_task, (void *)(intptr_t)2000, NULL), HPU_SUCCESS);
+  for (int i = 0; i < 1000; i++) /* alternate streams: one queue, submission order */
+    CU_ASSERT_EQUAL(hpu_stream_enqueue(i % 2 ? s2 : s, append_task, (void *)(intptr_t)i,
+                                       count_release), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_stream_synchronize(s2), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(log_len, 1000);
+  int ordered = 1;
+  for (int i = 0; i < log_len; i++) ordered &= log_buf[i] == i;
+  CU_ASSERT(ordered);
+  CU_ASSERT_EQUAL(atomic_load(&released), 1000);
+}
+
+typedef struct {
+  int thread;
+  int n;
+} producer_t;
+
+static void *producer(void *arg) {
+  producer_t *p = arg;
+  hpu_stream_t s = {0, 0};
+  for (int i = 0; i < p->n; i++)
+    hpu_stream_enqueue(s, append_task, (void *)(intptr_t)(p->thread * 100000 + i), NULL);
+  return NULL;
+}
+
+static void test_two_threads(void) {
+  log_len = 0;
+  producer_t p[2] = {{1, 5000}, {2, 5000}};
+  pthread_t t[2];
+  for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, producer, &p[i]);
+  for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+  CU_ASSERT_EQUAL(hpu_device_synchronize(0), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(log_len, 10000);
+  int next[3] = {0, 0, 0}, ok = 1;
+  for (int i = 0; i < log_len; i++) {
+    int th = log_buf[i] / 100000, seq = log_buf[i] % 100000;
+    if (th < 1 || th > 2 || seq != next[th]) ok = 0;
+    else next[th]++;
+  }
+  CU_ASSERT(ok);
+  CU_ASSERT_EQUAL(next[1], 5000);
+  CU_ASSERT_EQUAL(next[2], 5000);
+}
+
+static void test_query(void) {
+  hpu_stream_t s = {0, 0};
+  CU_ASSERT_EQUAL(hpu_stream_query(s), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_stream_enqueue(s, sleep_task, (void *)(intptr_t)50000, NULL), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_stream_query(s), HPU_ERROR_NOT_READY);
+  CU_ASSERT_EQUAL(hpu_stream_synchronize(s), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_stream_query(s), HPU_SUCCESS);
+  /* A card whose queue was never used is idle. */
+  hpu_stream_t s5 = {5, 0};
+  CU_ASSERT_EQUAL(hpu_stream_query(s5), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_stream_synchronize(s5), HPU_SUCCESS);
+}
+
+static void test_sticky_error(void) {
+  hpu_stream_t s = {0, 0};
+  log_len = 0;
+  hpu_error(HPU_SUCCESS, "%s", "");
+  CU_ASSERT_EQUAL(hpu_stream_enqueue(s, fail_task, (void *)(intptr_t)42, NULL), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_stream_enqueue(s, fail_task, (void *)(intptr_t)43, NULL), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_stream_enqueue(s, append_task, (void *)(intptr_t)7, NULL), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_stream_synchronize(s), HPU_ERROR_INVALID_ARGUMENT);
+  CU_ASSERT_STRING_EQUAL(hpu_last_error(), "boom 42"); /* first error wins */
+  CU_ASSERT_EQUAL(log_len, 1); /* later work still ran */
+  CU_ASSERT_EQUAL(hpu_stream_synchronize(s), HPU_SUCCESS); /* cleared */
+
+  /* query and device_synchronize report it too, once. */
+  CU_ASSERT_EQUAL(hpu_stream_enqueue(s, fail_task, (void *)(intptr_t)5, NULL), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_device_synchronize(0), HPU_ERROR_INVALID_ARGUMENT);
+  CU_ASSERT_STRING_EQUAL(hpu_last_error(), "boom 5");
+  CU_ASSERT_EQUAL(hpu_device_synchronize(0), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_stream_enqueue(s, fail_task, (void *)(intptr_t)6, NULL), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_stream_synchronize(s), HPU_ERROR_INVALID_ARGUMENT);
+  CU_ASSERT_EQUAL(hpu_stream_enqueue(s, fail_task, (void *)(intptr_t)8, NULL), HPU_SUCCESS);
+  usleep(20000);
+  CU_ASSERT_EQUAL(hpu_stream_query(s), HPU_ERROR_INVALID_ARGUMENT);
+  CU_ASSERT_STRING_EQUAL(hpu_last_error(), "boom 8");
+  CU_ASSERT_EQUAL(hpu_stream_query(s), HPU_SUCCESS);
+}
+
+static hpu_status_t sync_own_card(void *arg) {
+  hpu_status_t *out = arg;
+  hpu_stream_t s = {0, 0};
+  *out = hpu_stream_synchronize(s);
+  return HPU_SUCCESS;
+}
+
+static void test_bad_handles(void) {
+  hpu_stream_t bad_dev = {42, 0}, bad_id = {0, 1 << 30};
+  CU_ASSERT_EQUAL(hpu_stream_enqueue(bad_dev, empty_task, NULL, NULL), HPU_ERROR_INVALID_ARGUMENT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(hpu_last_error(), "invalid hpu device index 42"));
+  CU_ASSERT_EQUAL(hpu_stream_enqueue(bad_id, empty_task, NULL, NULL), HPU_ERROR_INVALID_ARGUMENT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(hpu_last_error(), "stream id"));
+  hpu_stream_t s = {0, 0};
+  CU_ASSERT_EQUAL(hpu_stream_enqueue(s, NULL, NULL, NULL), HPU_ERROR_INVALID_ARGUMENT);
+  hpu_stream_t a, b;
+  CU_ASSERT_EQUAL(hpu_stream_create(0, &a), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_stream_create(0, &b), HPU_SUCCESS);
+  CU_ASSERT(b.id > a.id && a.id > 0);
+  /* A task waiting for its own queue gets an error instead of a deadlock. */
+  hpu_status_t inner = HPU_SUCCESS;
+  CU_ASSERT_EQUAL(hpu_stream_enqueue(s, sync_own_card, &inner, NULL), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_stream_synchronize(s), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(inner, HPU_ERROR_INVALID_ARGUMENT);
+}
+
+static void test_events(void) {
+  hpu_stream_t s = {0, 0};
+  hpu_event_t start, end, plain;
+  CU_ASSERT_EQUAL_FATAL(hpu_event_create(&start, 1), HPU_SUCCESS);
+  CU_ASSERT_EQUAL_FATAL(hpu_event_create(&end, 1), HPU_SUCCESS);
+  CU_ASSERT_EQUAL_FATAL(hpu_event_create(&plain, 0), HPU_SUCCESS);
+  float ms = -1;
+  CU_ASSERT_EQUAL(hpu_event_query(start), HPU_SUCCESS); /* never recorded */
+  CU_ASSERT_EQUAL(hpu_event_elapsed_ms(start, end, &ms), HPU_ERROR_INVALID_ARGUMENT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(hpu_last_error(), "never recorded"));
+
+  CU_ASSERT_EQUAL(hpu_event_record(start, s), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_stream_enqueue(s, sleep_task, (void *)(intptr_t)30000, NULL), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_event_record(end, s), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_event_record(plain, s), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_event_query(end), HPU_ERROR_NOT_READY);
+  CU_ASSERT_EQUAL(hpu_event_elapsed_ms(start, end, &ms), HPU_ERROR_NOT_READY);
+  CU_ASSERT_PTR_NOT_NULL(strstr(hpu_last_error(), "not completed"));
+  CU_ASSERT_EQUAL(hpu_event_synchronize(end), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_event_query(end), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_event_elapsed_ms(start, end, &ms), HPU_SUCCESS);
+  CU_ASSERT(ms >= 29.5f);
+  CU_ASSERT(ms < 5000.0f);
+  CU_ASSERT_EQUAL(hpu_event_synchronize(plain), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_event_elapsed_ms(start, plain, &ms), HPU_ERROR_INVALID_ARGUMENT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(hpu_last_error(), "without timing"));
+
+  /* Re-recording re-arms; destroying with a record still queued is fine. */
+  CU_ASSERT_EQUAL(hpu_stream_enqueue(s, sleep_task, (void *)(intptr_t)20000, NULL), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_event_record(end, s), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_event_query(end), HPU_ERROR_NOT_READY);
+  CU_ASSERT_EQUAL(hpu_event_destroy(end), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_stream_synchronize(s), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_event_destroy(start), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_event_destroy(plain), HPU_SUCCESS);
+}
+
+static atomic_int flag;
+static int observed = -1;
+
+static hpu_status_t set_flag(void *arg) {
+  (void)arg;
+  atomic_store(&flag, 1);
+  return HPU_SUCCESS;
+}
+
+static hpu_status_t read_flag(void *arg) {
+  (void)arg;
+  observed = atomic_load(&flag);
+  return HPU_SUCCESS;
+}
+
+static void test_cross_card_wait(void) {
+  hpu_stream_t s0 = {0, 0}, s1 = {1, 0};
+  hpu_event_t e;
+  CU_ASSERT_EQUAL_FATAL(hpu_event_create(&e, 0), HPU_SUCCESS);
+  atomic_store(&flag, 0);
+  CU_ASSERT_EQUAL(hpu_stream_enqueue(s1, sleep_task, (void *)(intptr_t)40000, NULL), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_stream_enqueue(s1, set_flag, NULL, NULL), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_event_record(e, s1), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_stream_wait_event(s0, e), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_event_destroy(e), HPU_SUCCESS); /* the queued wait keeps it alive */
+  CU_ASSERT_EQUAL(hpu_stream_enqueue(s0, read_flag, NULL, NULL), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_stream_synchronize(s0), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(observed, 1);
+  CU_ASSERT_EQUAL(hpu_stream_synchronize(s1), HPU_SUCCESS);
+}
+
+static void test_overhead(void) {
+  hpu_stream_t s = {0, 0};
+  CU_ASSERT_EQUAL(hpu_stream_synchronize(s), HPU_SUCCESS);
+  const int n = 20000;
+  double t0 = now_s();
+  for (int i = 0; i < n; i++) {
+    hpu_stream_enqueue(s, empty_task, NULL, NULL);
+    hpu_stream_synchronize(s);
+  }
+  double t1 = now_s();
+  for (int i = 0; i < n; i++) hpu_stream_enqueue(s, empty_task, NULL, NULL);
+  double t2 = now_s();
+  CU_ASSERT_EQUAL(hpu_stream_synchronize(s), HPU_SUCCESS);
+  double t3 = now_s();
+  for (int i = 0; i < n; i++) hpu_stream_synchronize(s);
+  double t4 = now_s();
+  printf("\n    enqueue+synchronize of an empty task: %.2f us; enqueue alone: %.2f us "
+         "(drain %.2f us/task); synchronize when idle: %.3f us\n",
+         (t1 - t0) / n * 1e6, (t2 - t1) / n * 1e6, (t3 - t1) / n * 1e6, (t4 - t3) / n * 1e6);
+}
+
+int main(void) {
+  setenv("HPU_CARD_MEMORY", "64M", 1);
+  unsetenv("HABANA_VISIBLE_DEVICES");
+  unsetenv("HPU_NUM_CARDS");
+  if (CU_initialize_registry() != CUE_SUCCESS) return 2;
+  CU_pSuite s = CU_add_suite("runtime_stream", NULL, NULL);
+  CU_add_test(s, "in-order execution and release", test_order);
+  CU_add_test(s, "two producer threads", test_two_threads);
+  CU_add_test(s, "query", test_query);
+  CU_add_test(s, "sticky errors", test_sticky_error);
+  CU_add_test(s, "bad handles", test_bad_handles);
+  CU_add_test(s, "events", test_events);
+  CU_add_test(s, "cross-card wait", test_cross_card_wait);
+  CU_add_test(s, "enqueue overhead", test_overhead);
+  CU_basic_set_mode(CU_BRM_VERBOSE);
+  CU_basic_run_tests();
+  unsigned failures = CU_get_number_of_failures();
+  CU_cleanup_registry();
+  return failures ? 1 : 0;
+}
