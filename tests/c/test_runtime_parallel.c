@@ -1,0 +1,181 @@
+/* The kernel thread pool: every index exactly once for many n/grain/thread
+ * counts, chunks of at least `grain`, inline runs (small n, nested calls),
+ * concurrent callers, and a forked child. */
+#define _GNU_SOURCE
+#include <CUnit/Basic.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hpu/hpu.h"
+
+typedef struct {
+  int *hits;
+  int64_t min_chunk;
+  int calls;
+  int other_threads; /* chunks run on a thread other than the caller */
+  pthread_t caller;
+  pthread_mutex_t mu;
+} cover_t;
+
+static void cover_range(void *ctx, int64_t b, int64_t e) {
+  cover_t *c = ctx;
+  for (int64_t i = b; i < e; i++) __atomic_fetch_add(&c->hits[i], 1, __ATOMIC_RELAXED);
+  pthread_mutex_lock(&c->mu);
+  c->calls++;
+  if (e - b < c->min_chunk) c->min_chunk = e - b;
+  if (!pthread_equal(pthread_self(), c->caller)) c->other_threads++;
+  pthread_mutex_unlock(&c->mu);
+}
+
+static int check_cover(int64_t n, int64_t grain, int threads) {
+  cover_t c = {.hits = calloc((size_t)n + 1, sizeof(int)), .min_chunk = INT64_MAX,
+               .caller = pthread_self(), .mu = PTHREAD_MUTEX_INITIALIZER};
+  hpu_parallel_for(n, grain, cover_range, &c);
+  int ok = 1;
+  for (int64_t i = 0; i < n; i++) ok &= c.hits[i] == 1;
+  if (n > 0) {
+    ok &= c.calls >= 1 && c.calls <= threads;
+    if (c.calls > 1) ok &= c.min_chunk >= grain;
+    if (n <= grain) ok &= c.calls == 1 && c.other_threads == 0;
+  } else {
+    ok &= c.calls == 0;
+  }
+  if (!ok)
+    fprintf(stderr, "cover failed: n=%lld grain=%lld threads=%d calls=%d min_chunk=%lld\n",
+            (long long)n, (long long)grain, threads, c.calls, (long long)c.min_chunk);
+  free(c.hits);
+  return ok;
+}
+
+static void test_cover(void) {
+  const int threads[] = {1, 2, 3, 4, 8};
+  const int64_t ns[] = {0, 1, 2, 7, 100, 1000, 100003};
+  const int64_t grains[] = {0, 1, 7, 64, 1000, 1 << 20};
+  int ok = 1;
+  for (size_t t = 0; t < sizeof threads / sizeof *threads; t++) {
+    CU_ASSERT_EQUAL(hpu_set_num_threads(threads[t]), HPU_SUCCESS);
+    for (size_t i = 0; i < sizeof ns / sizeof *ns; i++)
+      for (size_t g = 0; g < sizeof grains / sizeof *grains; g++)
+        ok &= check_cover(ns[i], grains[g], threads[t]);
+  }
+  CU_ASSERT(ok);
+}
+
+static void test_uses_pool(void) {
+  CU_ASSERT_EQUAL(hpu_set_num_threads(4), HPU_SUCCESS);
+  int other = 0;
+  for (int rep = 0; rep < 50 && !other; rep++) {
+    cover_t c = {.hits = calloc(4000, sizeof(int)), .min_chunk = INT64_MAX,
+                 .caller = pthread_self(), .mu = PTHREAD_MUTEX_INITIALIZER};
+    hpu_parallel_for(4000, 100, cover_range, &c);
+    CU_ASSERT(c.calls <= 4);
+    other = c.other_threads;
+    free(c.hits);
+  }
+  CU_ASSERT(other > 0); /* some chunk ran on a pool thread */
+}
+
+typedef struct {
+  int inner_calls;
+  int inner_inline;
+  pthread_mutex_t mu;
+} nest_t;
+
+typedef struct {
+  nest_t *n;
+  pthread_t outer_thread;
+} inner_ctx_t;
+
+static void inner_range(void *ctx, int64_t b, int64_t e) {
+  inner_ctx_t *ic = ctx;
+  pthread_mutex_lock(&ic->n->mu);
+  ic->n->inner_calls++;
+  if (pthread_equal(pthread_self(), ic->outer_thread) && b == 0 && e == 1000) ic->n->inner_inline++;
+  pthread_mutex_unlock(&ic->n->mu);
+}
+
+static void outer_range(void *ctx, int64_t b, int64_t e) {
+  for (int64_t i = b; i < e; i++) {
+    inner_ctx_t ic = {ctx, pthread_self()};
+    hpu_parallel_for(1000, 1, inner_range, &ic);
+  }
+}
+
+static void test_nested(void) {
+  CU_ASSERT_EQUAL(hpu_set_num_threads(4), HPU_SUCCESS);
+  nest_t n = {0, 0, PTHREAD_MUTEX_INITIALIZER};
+  hpu_parallel_for(8, 1, outer_range, &n);
+  CU_ASSERT_EQUAL(n.inner_calls, 8);
+  CU_ASSERT_EQUAL(n.inner_inline, 8);
+}
+
+static void *concurrent_main(void *arg) {
+  int *ok = arg;
+  for (int rep = 0; rep < 200; rep++) *ok &= check_cover(5000, 16, 4);
+  return NULL;
+}
+
+static void test_concurrent_callers(void) {
+  CU_ASSERT_EQUAL(hpu_set_num_threads(4), HPU_SUCCESS);
+  int ok[3] = {1, 1, 1};
+  pthread_t t[3];
+  for (int i = 0; i < 3; i++) pthread_create(&t[i], NULL, concurrent_main, &ok[i]);
+  for (int i = 0; i < 3; i++) pthread_join(t[i], NULL);
+  CU_ASSERT(ok[0] && ok[1] && ok[2]);
+}
+
+static void test_fork_child(void) {
+  CU_ASSERT_EQUAL(hpu_set_num_threads(3), HPU_SUCCESS);
+  CU_ASSERT(check_cover(3000, 10, 3)); /* the pool threads exist now */
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    alarm(20);
+    int ok = 1;
+    for (int rep = 0; rep < 20; rep++) ok &= check_cover(3000, 10, 3);
+    _exit(ok ? 0 : 1);
+  }
+  int status = -1;
+  CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
+  CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  CU_ASSERT(check_cover(3000, 10, 3));
+}
+
+static void nop_range(void *ctx, int64_t b, int64_t e) {
+  (void)ctx;
+  (void)b;
+  (void)e;
+}
+
+static void test_overhead(void) {
+  CU_ASSERT_EQUAL(hpu_set_num_threads(2), HPU_SUCCESS);
+  const int n = 20000;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (int i = 0; i < n; i++) hpu_parallel_for(1000, 100, nop_range, NULL);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double us = ((double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec)) / n / 1e3;
+  printf("\n    parallel_for with 2 threads, empty chunks: %.2f us per call\n", us);
+}
+
+int main(void) {
+  setenv("HPU_CARD_MEMORY", "64M", 1);
+  if (CU_initialize_registry() != CUE_SUCCESS) return 2;
+  CU_pSuite s = CU_add_suite("runtime_parallel", NULL, NULL);
+  CU_add_test(s, "every index exactly once", test_cover);
+  CU_add_test(s, "chunks run on pool threads", test_uses_pool);
+  CU_add_test(s, "nested calls run inline", test_nested);
+  CU_add_test(s, "concurrent callers", test_concurrent_callers);
+  CU_add_test(s, "forked child", test_fork_child);
+  CU_add_test(s, "call overhead", test_overhead);
+  CU_basic_set_mode(CU_BRM_VERBOSE);
+  CU_basic_run_tests();
+  unsigned failures = CU_get_number_of_failures();
+  CU_cleanup_registry();
+  return failures ? 1 : 0;
+}
