@@ -21,12 +21,12 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "hpu/device.h"
 #include "hpu/parallel.h"
 #include "hpu/status.h"
+#include "runtime/runtime.h"
 
 #define MAX_THREADS 1024
 #define POOL_SPIN_NS 10000 /* idle workers stay awake this long for the next job */
@@ -46,7 +46,7 @@ static struct pool {
   pthread_cond_t done_cv; /* the caller waits for workers to leave */
   pthread_mutex_t busy;   /* held by the thread whose job is running */
   job_t *job;
-  atomic_uint_fast64_t gen; /* bumped per job, read while spinning */
+  _Atomic uint64_t gen;    /* bumped per job, read while spinning */
   int nworkers;
   int sleeping;
 } pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER,
@@ -55,12 +55,6 @@ static struct pool {
 static atomic_int num_threads; /* 0 = not decided yet */
 static _Thread_local int in_parallel;
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
-
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void fork_prepare(void) { pthread_mutex_lock(&pool.mu); }
 static void fork_parent(void) { pthread_mutex_unlock(&pool.mu); }
@@ -126,13 +120,7 @@ static void *worker_main(void *arg) {
     if (!pool.job || atomic_load(&pool.gen) == seen) {
       /* Spin a little without the lock: kernels come in bursts. */
       pthread_mutex_unlock(&pool.mu);
-      uint64_t deadline = now_ns() + POOL_SPIN_NS;
-      for (int i = 0; atomic_load_explicit(&pool.gen, memory_order_relaxed) == seen; i++) {
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#endif
-        if ((i & 63) == 63 && now_ns() > deadline) break;
-      }
+      hpu_spin_wait_u64(&pool.gen, seen, POOL_SPIN_NS);
       pthread_mutex_lock(&pool.mu);
       if (!pool.job || atomic_load(&pool.gen) == seen) {
         pool.sleeping++;

@@ -19,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "runtime/runtime.h"
 
@@ -54,20 +53,6 @@ static int atexit_registered;
 
 int hpu_queue_current_device(void) { return worker_device; }
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#else
-  __asm__ __volatile__("" ::: "memory");
-#endif
-}
-
 /* Called with q->mu held. */
 static void store_error(queue_t *q, hpu_status_t st, const char *msg) {
   if (q->err != HPU_SUCCESS) return;
@@ -99,11 +84,7 @@ static void *worker_main(void *p) {
       /* Stay awake a little: the host is often about to enqueue more. */
       pthread_mutex_unlock(&q->mu);
       uint64_t seen = atomic_load_explicit(&q->completed, memory_order_relaxed);
-      uint64_t deadline = now_ns() + WORKER_SPIN_NS;
-      for (int i = 0; atomic_load_explicit(&q->submitted, memory_order_relaxed) == seen; i++) {
-        cpu_relax();
-        if ((i & 63) == 63 && now_ns() > deadline) break;
-      }
+      hpu_spin_wait_u64(&q->submitted, seen, WORKER_SPIN_NS);
       pthread_mutex_lock(&q->mu);
       if (q->count == 0 && !q->stopping) {
         q->sleeping = 1;
@@ -236,11 +217,7 @@ hpu_status_t hpu_queue_sync(int device) {
                      "(it would wait for itself)", device);
   uint64_t target = atomic_load_explicit(&q->submitted, memory_order_relaxed);
   if (atomic_load_explicit(&q->completed, memory_order_acquire) < target) {
-    uint64_t deadline = now_ns() + SYNC_SPIN_NS;
-    for (int i = 0; atomic_load_explicit(&q->completed, memory_order_acquire) < target; i++) {
-      cpu_relax();
-      if ((i & 63) == 63 && now_ns() > deadline) break;
-    }
+    hpu_spin_wait_ge_u64(&q->completed, target, SYNC_SPIN_NS);
     if (atomic_load_explicit(&q->completed, memory_order_acquire) < target) {
       pthread_mutex_lock(&q->mu);
       q->waiters++;

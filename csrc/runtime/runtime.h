@@ -38,6 +38,15 @@ hpu_status_t hpu_queue_query(int device);
 /* The card whose worker is the calling thread, or -1. */
 int hpu_queue_current_device(void);
 
+/* spin.c: bounded busy-waiting for the queue and the pool. Waits up to
+ * budget_ns (0 when the process may use a single CPU: spinning there only
+ * delays the thread we wait for) for *word to differ from `old`, yielding
+ * the CPU between short bursts so an oversubscribed box still progresses.
+ * Returns 1 if the word changed. */
+int hpu_spin_wait_u64(const void *word, uint64_t old, uint64_t budget_ns);
+/* Same, but waits until *word >= target. */
+int hpu_spin_wait_ge_u64(const void *word, uint64_t target, uint64_t budget_ns);
+
 /* Formats a byte count as PyTorch does in its OOM message ("1.50 GiB"). */
 void hpu_format_bytes(char *buf, size_t len, uint64_t bytes);
 

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -51,6 +52,38 @@ static void count_release(void *arg) {
 }
 
 /* ---- tests ---- */
+
+static int exit_pipe[2];
+
+static hpu_status_t slow_write_task(void *arg) {
+  usleep(30000);
+  char c = (char)(intptr_t)arg;
+  return write(exit_pipe[1], &c, 1) == 1 ? HPU_SUCCESS : HPU_ERROR_SYSTEM;
+}
+
+/* Runs first, before this process initialises the runtime: a child that
+ * returns from main with work queued must run that work, then exit cleanly. */
+static void test_drain_at_exit(void) {
+  CU_ASSERT_FATAL(!hpu_is_initialized());
+  CU_ASSERT_EQUAL_FATAL(pipe(exit_pipe), 0);
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    alarm(20);
+    hpu_stream_t s = {0, 0};
+    if (hpu_stream_enqueue(s, slow_write_task, (void *)(intptr_t)'a', NULL) != HPU_SUCCESS) _exit(3);
+    if (hpu_stream_enqueue(s, slow_write_task, (void *)(intptr_t)'b', NULL) != HPU_SUCCESS) _exit(3);
+    exit(0); /* atexit: the worker drains the queue and is joined */
+  }
+  close(exit_pipe[1]);
+  int status = -1;
+  CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
+  CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  char buf[4] = {0};
+  CU_ASSERT_EQUAL(read(exit_pipe[0], buf, sizeof buf), 2);
+  CU_ASSERT_STRING_EQUAL(buf, "ab");
+  close(exit_pipe[0]);
+}
 
 static void test_order(void) {
   hpu_stream_t s, s2;
@@ -264,6 +297,7 @@ int main(void) {
   unsetenv("HPU_NUM_CARDS");
   if (CU_initialize_registry() != CUE_SUCCESS) return 2;
   CU_pSuite s = CU_add_suite("runtime_stream", NULL, NULL);
+  CU_add_test(s, "queued work drains at exit", test_drain_at_exit); /* must run first */
   CU_add_test(s, "in-order execution and release", test_order);
   CU_add_test(s, "two producer threads", test_two_threads);
   CU_add_test(s, "query", test_query);

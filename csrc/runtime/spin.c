@@ -1,0 +1,63 @@
+/* Bounded spinning before a thread sleeps on a condvar. Waking a sleeping
+ * thread costs a futex call and a few microseconds of latency, which
+ * dominates small ops; spinning costs a CPU. So: spin in short bursts of
+ * pause instructions, yield between bursts (another thread on this CPU may be
+ * the one we wait for), and give up after a small budget. A process limited
+ * to one CPU never spins. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <time.h>
+
+#include "runtime/runtime.h"
+
+static int single_cpu = -1;
+static pthread_once_t cpu_once = PTHREAD_ONCE_INIT;
+
+static void detect_cpus(void) {
+  cpu_set_t set;
+  int n = 2;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) n = CPU_COUNT(&set);
+  single_cpu = n <= 1;
+}
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#else
+  __asm__ __volatile__("" ::: "memory");
+#endif
+}
+
+static int spin(const _Atomic uint64_t *w, uint64_t v, int ge, uint64_t budget_ns) {
+#define DONE() (ge ? atomic_load_explicit(w, memory_order_acquire) >= v \
+                   : atomic_load_explicit(w, memory_order_acquire) != v)
+  if (DONE()) return 1;
+  pthread_once(&cpu_once, detect_cpus);
+  if (single_cpu || budget_ns == 0) return 0;
+  uint64_t deadline = now_ns() + budget_ns;
+  for (;;) {
+    for (int i = 0; i < 64; i++) {
+      if (DONE()) return 1;
+      cpu_relax();
+    }
+    if (now_ns() > deadline) return DONE();
+    sched_yield();
+  }
+#undef DONE
+}
+
+int hpu_spin_wait_u64(const void *word, uint64_t old, uint64_t budget_ns) {
+  return spin((const _Atomic uint64_t *)word, old, 0, budget_ns);
+}
+
+int hpu_spin_wait_ge_u64(const void *word, uint64_t target, uint64_t budget_ns) {
+  return spin((const _Atomic uint64_t *)word, target, 1, budget_ns);
+}
