@@ -19,19 +19,6 @@ struct hpu_generator {
 static hpu_generator_t *defaults[HPU_MAX_CARDS];
 static pthread_mutex_t defaults_mu = PTHREAD_MUTEX_INITIALIZER;
 
-/* Words of the Philox stream per output element: the table of rng.h.
- * TEMPORARY private copy of hpu_rng_words_per_element (owned by csrc/kernels)
- * until that lands; must stay identical to it. */
-static int words_per_element(hpu_op_t op, hpu_dtype_t dtype) {
-  switch (op) {
-    case HPU_OP_RNG_UNIFORM: return dtype == HPU_FLOAT64 ? 2 : 1;
-    case HPU_OP_RNG_NORMAL: return dtype == HPU_FLOAT64 ? 4 : 2;
-    case HPU_OP_RNG_BERNOULLI: return 1;
-    case HPU_OP_RNG_RANDOM: return 2;
-    default: return 0;
-  }
-}
-
 static hpu_generator_t *gen_new(uint64_t seed, int is_default) {
   hpu_generator_t *g = calloc(1, sizeof *g);
   if (!g) return NULL;
@@ -105,7 +92,7 @@ hpu_status_t hpu_generator_prepare(hpu_generator_t *gen, hpu_node_t *node) {
   if (node->num_outputs < 1)
     return hpu_error(HPU_ERROR_INVALID_ARGUMENT, "hpu_generator_prepare: the node has no output");
   const hpu_tensor_t *out = &node->outputs[0];
-  int w = words_per_element(node->op, out->dtype);
+  int w = hpu_rng_words_per_element(node->op, out->dtype); /* csrc/kernels/rng.c */
   if (w <= 0)
     return hpu_error(HPU_ERROR_INVALID_ARGUMENT,
                      "hpu_generator_prepare: op %d is not a random op (HPU_OP_RNG_*)",
