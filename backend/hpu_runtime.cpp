@@ -134,6 +134,9 @@ void launch(c10::DeviceIndex device, const hpu_node_t& node) {
 
 namespace {
 
+// c10 passes index -1 for "the current card".
+c10::DeviceIndex resolve(c10::Device d) { return d.index() < 0 ? current_device() : d.index(); }
+
 struct HPUGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   static constexpr c10::DeviceType static_type = c10::DeviceType::HPU;
 
@@ -152,15 +155,15 @@ struct HPUGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   void uncheckedSetDevice(c10::Device d) const noexcept override { tls_device = d.index(); }
 
   c10::Stream getStream(c10::Device d) const override {
-    return to_c10_stream(current_stream(d.index()));
+    return to_c10_stream(current_stream(resolve(d)));
   }
   c10::Stream getDefaultStream(c10::Device d) const override {
-    return to_c10_stream(hpu_stream_t{d.index(), 0});
+    return to_c10_stream(hpu_stream_t{resolve(d), 0});
   }
   c10::Stream getNewStream(c10::Device d, int priority = 0) const override {
     ensure_initialized();
     hpu_stream_t s;
-    HPU_CHECK(hpu_stream_create(d.index(), &s));
+    HPU_CHECK(hpu_stream_create(resolve(d), &s));
     return to_c10_stream(s);
   }
   c10::Stream getStreamFromGlobalPool(c10::Device d, bool high_priority = false) const override {
@@ -169,16 +172,18 @@ struct HPUGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     static std::mutex mu;
     static std::vector<std::vector<int64_t>> pools(HPU_MAX_CARDS);
     static std::atomic<uint32_t> next{0};
+    c10::DeviceIndex index = resolve(d);
+    check_device_index(index);
     std::lock_guard<std::mutex> lock(mu);
-    auto& pool = pools[d.index()];
+    auto& pool = pools[index];
     if (pool.empty()) {
       for (int i = 0; i < kPool; i++) {
         hpu_stream_t s;
-        HPU_CHECK(hpu_stream_create(d.index(), &s));
+        HPU_CHECK(hpu_stream_create(index, &s));
         pool.push_back(s.id);
       }
     }
-    return to_c10_stream(hpu_stream_t{d.index(), pool[next++ % kPool]});
+    return to_c10_stream(hpu_stream_t{index, pool[next++ % kPool]});
   }
   c10::Stream exchangeStream(c10::Stream s) const override {
     auto old = getStream(s.device());

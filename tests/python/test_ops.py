@@ -52,8 +52,9 @@ def test_scalar_operands(scalar, dtype):
     assert_close_to_cpu(h * scalar, a * scalar)
     assert_close_to_cpu(scalar * h, scalar * a)
     assert_close_to_cpu(h / scalar, a / scalar)
-    assert_close_to_cpu(h - torch.tensor(scalar), a - torch.tensor(scalar))  # cpu 0-dim tensor
-    if not isinstance(scalar, bool):
+    assert_close_to_cpu(h * torch.tensor(scalar), a * torch.tensor(scalar))  # cpu 0-dim tensor
+    if not isinstance(scalar, bool):  # PyTorch refuses subtraction with bools
+        assert_close_to_cpu(h - torch.tensor(scalar), a - torch.tensor(scalar))
         assert_close_to_cpu(scalar - h, scalar - a)
 
 

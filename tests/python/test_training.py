@@ -32,7 +32,9 @@ def test_mlp_20_steps_matches_cpu():
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 4))
     g = torch.Generator().manual_seed(1)
-    batches = [(torch.randn(32, 16, generator=g), torch.randint(0, 4, (32,), generator=g)) for _ in range(20)]
+    teacher = torch.randn(16, 4, generator=g)  # labels a network can learn
+    xs = [torch.randn(32, 16, generator=g) for _ in range(20)]
+    batches = [(x, (x @ teacher).argmax(1)) for x in xs]
     hpu_losses, hpu_model = run(model, "hpu", batches, torch.optim.SGD, lr=0.05, momentum=0.9)
     cpu_losses, cpu_model = run(model, "cpu", batches, torch.optim.SGD, lr=0.05, momentum=0.9)
     torch.testing.assert_close(torch.tensor(hpu_losses), torch.tensor(cpu_losses), **LOSS_TOLERANCE)
@@ -76,3 +78,19 @@ def test_transformer_block_20_steps_matches_cpu():
     cpu_losses, _ = run(model, "cpu", batches, torch.optim.AdamW, lr=1e-3)
     torch.testing.assert_close(torch.tensor(hpu_losses), torch.tensor(cpu_losses), **LOSS_TOLERANCE)
     assert hpu_losses[-1] < hpu_losses[0]
+
+
+def test_cnn_with_batchnorm_matches_cpu(fallback_counts):
+    """Convolutions reach hpu as convolution_overrideable: served on the CPU
+    and counted like any fallback."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                          nn.Linear(8 * 7 * 7, 5))
+    g = torch.Generator().manual_seed(3)
+    batches = [(torch.randn(4, 3, 16, 16, generator=g), torch.randint(0, 5, (4,), generator=g)) for _ in range(5)]
+    hpu_losses, _ = run(model, "hpu", batches, torch.optim.Adam, lr=1e-3)
+    cpu_losses, _ = run(model, "cpu", batches, torch.optim.Adam, lr=1e-3)
+    torch.testing.assert_close(torch.tensor(hpu_losses), torch.tensor(cpu_losses), **LOSS_TOLERANCE)
+    counts = fallback_counts()
+    assert counts["aten::convolution_overrideable"] == 5
+    assert counts["aten::convolution_backward_overrideable"] == 5

@@ -22,30 +22,26 @@ class Stream(torch.Stream):
         idx = _utils._get_device_index(device, optional=True)
         return super().__new__(cls, device=torch.device("hpu", idx), priority=priority)
 
-    def wait_event(self, event):
-        event.wait(self)
 
-    def wait_stream(self, stream):
-        self.wait_event(stream.record_event())
-
-    def record_event(self, event=None):
-        if event is None:
-            event = Event()
-        event.record(self)
-        return event
+class _EventMeta(type):
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, torch.Event) and obj.device.type == "hpu"
 
 
-class Event(torch.Event):
-    """An hpu event; ``enable_timing=True`` allows ``elapsed_time``."""
+class Event(metaclass=_EventMeta):
+    """An hpu event; ``enable_timing=True`` allows ``elapsed_time``.
+
+    Returns a plain ``torch.Event`` on the hpu (PyTorch's event methods
+    accept only that exact type), and ``isinstance(e, torch.hpu.Event)``
+    holds for it.
+    """
 
     def __new__(cls, enable_timing=False, blocking=False, interprocess=False):
-        return super().__new__(cls, device="hpu", enable_timing=enable_timing,
-                               blocking=blocking, interprocess=interprocess)
+        from . import _lazy_init
 
-    def record(self, stream=None):
-        if stream is None:
-            stream = current_stream()
-        super().record(stream)
+        _lazy_init()
+        return torch.Event(device="hpu", enable_timing=enable_timing, blocking=blocking,
+                           interprocess=interprocess)
 
 
 _HPU_DEVICE_TYPE = 15  # c10::DeviceType::HPU
