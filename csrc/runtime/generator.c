@@ -4,7 +4,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "hpu/status.h" /* op.h uses hpu_status_t without including it */
+#include "hpu/status.h"
 #include "hpu/rng.h"
 #include "runtime/runtime.h"
 
