@@ -1,0 +1,116 @@
+/* AllReduce and Reduce.
+ *
+ * Within a host (DeepSpeed's shm design): each rank copies its chunk into
+ * its slot; after a barrier each rank reduces its own slice of the chunk out
+ * of every peer's slot into its slot; after a second barrier everyone
+ * gathers the reduced slices. Small messages skip the second phase: every
+ * rank reduces the whole chunk itself (one barrier instead of two).
+ *
+ * Across hosts (uniform hosts): the same, but between the two phases the
+ * owner of slice i on each host exchanges its host-partial with the owners
+ * of slice i on the other hosts over TCP and reduces them in host order:
+ * reduce-scatter within the host, exchange between hosts, all-gather within
+ * the host. Every rank ends with bit-identical results. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static size_t small_limit(hcclComm_t comm) {
+  static int64_t env = -2;
+  if (env == -2) env = hccl_env_int("HCCL_SMALL_BYTES", -1);
+  size_t lim = env >= 0 ? (size_t)env : (comm->local_n <= 2 ? 65536 : 16384);
+  return lim < comm->shm.slot_bytes ? lim : comm->shm.slot_bytes;
+}
+
+/* Inter-host step for my slice: partial -> sum over hosts, in place. */
+static hcclResult_t exchange_hosts(hcclComm_t comm, char *slice, size_t len, hcclDataType_t dt, hcclRedOp_t op) {
+  const int H = comm->nhosts;
+  const size_t bytes = len * hccl_dtype_size(dt);
+  char *tmp = malloc(bytes * (size_t)(H - 1));
+  hccl_p2p_t *p = calloc((size_t)(2 * (H - 1)), sizeof *p);
+  const void **srcs = malloc(sizeof(void *) * (size_t)H);
+  if (!tmp || !p || !srcs) {
+    free(tmp); free(p); free(srcs);
+    return hccl_err(hcclSystemError, "out of memory");
+  }
+  int k = 0, t = 0;
+  for (int h = 0; h < H; h++) {
+    if (h == comm->host) { srcs[h] = slice; continue; }
+    int peer = comm->host_ranks[h][comm->local];
+    p[k++] = (hccl_p2p_t){.is_send = 1, .peer = peer, .buf = slice, .bytes = bytes};
+    p[k++] = (hccl_p2p_t){.is_send = 0, .peer = peer, .buf = tmp + bytes * (size_t)t, .bytes = bytes};
+    srcs[h] = tmp + bytes * (size_t)t++;
+  }
+  hcclResult_t r = hccl_p2p_run(comm, p, k);
+  if (r == hcclSuccess) hccl_reduce_n(slice, srcs, H, len, dt, op);
+  free(tmp); free(p); free(srcs);
+  return r;
+}
+
+/* root_local < 0: every rank gets the result (AllReduce). */
+static hcclResult_t reduce_staged(hcclComm_t comm, const hccl_op_t *op, int root_local) {
+  const int L = comm->local_n, me = comm->local;
+  const size_t es = hccl_dtype_size(op->dtype);
+  const size_t align = es >= 64 ? 1 : 64 / es;
+  const char *send = op->sendbuff;
+  char *recv = op->recvbuff;
+  const void *srcs[L];
+  hcclResult_t r;
+  bool hier = comm->nhosts > 1;
+
+  if (!hier && op->count * es <= small_limit(comm)) {
+    int b = hccl_round_next(comm);
+    hccl_desc_publish(comm, op, b);
+    memcpy(hccl_slot(&comm->shm, me, b), send, op->count * es);
+    hccl_post(comm);
+    if ((r = hccl_wait_all_posted(comm, "reduction (waiting for peers' data)")) != hcclSuccess) return r;
+    if ((r = hccl_desc_check(comm, b)) != hcclSuccess) return r;
+    if (root_local < 0 || root_local == me) {
+      for (int k = 0; k < L; k++) srcs[k] = hccl_slot(&comm->shm, k, b);
+      hccl_reduce_n(recv, srcs, L, op->count, op->dtype, op->redop);
+      if (op->redop == hcclAvg) hccl_avg_div(recv, op->count, op->dtype, comm->nranks);
+    }
+    return hcclSuccess;
+  }
+
+  size_t chunk = comm->shm.slot_bytes / es;
+  if (chunk > (size_t)L * align) chunk -= chunk % ((size_t)L * align);
+  for (size_t pos = 0; pos < op->count; pos += chunk) {
+    size_t n = op->count - pos < chunk ? op->count - pos : chunk;
+    int b = hccl_round_next(comm);
+    if (pos == 0) hccl_desc_publish(comm, op, b);
+    memcpy(hccl_slot(&comm->shm, me, b), send + pos * es, n * es);
+    hccl_post(comm);
+    if ((r = hccl_wait_all_posted(comm, "reduction (waiting for peers' data)")) != hcclSuccess) return r;
+    if (pos == 0 && (r = hccl_desc_check(comm, b)) != hcclSuccess) return r;
+    size_t off, len;
+    hccl_slice(n, L, me, align, &off, &len);
+    if (len) {
+      char *dst = hccl_slot(&comm->shm, me, b) + off * es;
+      for (int k = 0; k < L; k++) srcs[k] = hccl_slot(&comm->shm, k, b) + off * es;
+      hccl_reduce_n(dst, srcs, L, len, op->dtype, op->redop);
+      if (hier && (r = exchange_hosts(comm, dst, len, op->dtype, hccl_base_op(op->redop))) != hcclSuccess) return r;
+      if (op->redop == hcclAvg) hccl_avg_div(dst, len, op->dtype, comm->nranks);
+    }
+    hccl_post(comm);
+    if ((r = hccl_wait_all_posted(comm, "reduction (waiting for reduced slices)")) != hcclSuccess) return r;
+    if (root_local < 0 || root_local == me) {
+      for (int k = 0; k < L; k++) {
+        hccl_slice(n, L, k, align, &off, &len);
+        if (len) memcpy(recv + (pos + off) * es, hccl_slot(&comm->shm, k, b) + off * es, len * es);
+      }
+    }
+  }
+  return hcclSuccess;
+}
+
+hcclResult_t hccl_allreduce(hcclComm_t comm, const hccl_op_t *op) {
+  if (comm->nhosts > 1 && !comm->uniform) return hccl_generic_collective(comm, op);
+  return reduce_staged(comm, op, -1);
+}
+
+hcclResult_t hccl_reduce(hcclComm_t comm, const hccl_op_t *op) {
+  if (comm->nhosts > 1) return hccl_generic_collective(comm, op);
+  return reduce_staged(comm, op, comm->local_of[op->root]);
+}

@@ -1,0 +1,87 @@
+/* Result strings, the per-thread error text, environment helpers. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+static _Thread_local char hccl_last_error[512];
+
+hcclResult_t hccl_err(hcclResult_t r, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(hccl_last_error, sizeof hccl_last_error, fmt, ap);
+  va_end(ap);
+  if (getenv("HCCL_DEBUG") && r != hcclSuccess)
+    fprintf(stderr, "[hccl pid %d] %s: %s\n", (int)getpid(), hcclGetErrorString(r), hccl_last_error);
+  return r;
+}
+
+void hccl_clear_error(void) { hccl_last_error[0] = 0; }
+const char *hccl_thread_error(void) { return hccl_last_error; }
+
+void hccl_debug(const char *fmt, ...) {
+  static int on = -1;
+  if (on < 0) on = getenv("HCCL_DEBUG") != NULL;
+  if (!on) return;
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "[hccl pid %d] %s\n", (int)getpid(), buf);
+}
+
+int64_t hccl_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int64_t hccl_env_int(const char *name, int64_t dflt) {
+  const char *v = getenv(name);
+  if (!v || !*v) return dflt;
+  char *end;
+  long long x = strtoll(v, &end, 0);
+  return end == v ? dflt : (int64_t)x;
+}
+
+/* HCCL_TIMEOUT in seconds (fractions allowed), default 1800 as PyTorch's. */
+int64_t hccl_default_timeout_ms(void) {
+  const char *v = getenv("HCCL_TIMEOUT");
+  if (v && *v) {
+    char *end;
+    double s = strtod(v, &end);
+    if (end != v && s > 0) return (int64_t)(s * 1000.0);
+  }
+  return 1800 * 1000;
+}
+
+const char *hcclGetErrorString(hcclResult_t r) {
+  switch (r) {
+    case hcclSuccess: return "no error";
+    case hcclUnhandledCudaError: return "unhandled device runtime error";
+    case hcclSystemError: return "unhandled system error (run with HCCL_DEBUG=1 for details)";
+    case hcclInternalError: return "internal error - please report this issue";
+    case hcclInvalidArgument: return "invalid argument";
+    case hcclInvalidUsage: return "invalid usage";
+    case hcclRemoteError: return "remote process exited or there was a network error";
+    case hcclInProgress: return "HCCL operation in progress";
+    default: return "unknown result code";
+  }
+}
+
+const char *hcclGetLastError(hcclComm_t comm) {
+  if (hccl_last_error[0] == 0 && comm && comm->magic == HCCL_COMM_MAGIC && comm->async_error != hcclSuccess)
+    return comm->async_msg;
+  return hccl_last_error;
+}
+
+hcclResult_t hcclGetVersion(int *version) {
+  if (!version) return hccl_err(hcclInvalidArgument, "hcclGetVersion: version is NULL");
+  *version = HCCL_VERSION_CODE;
+  return hcclSuccess;
+}
