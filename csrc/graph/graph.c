@@ -1,0 +1,94 @@
+/* Graphs of nodes and the one executor path: eager mode launches a one-node
+ * graph, lazy mode (later) a recorded one. The stream worker runs the nodes
+ * in order and stops at the first failure. */
+#include "hpu/graph.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "hpu/status.h"
+
+/* Small graphs (every eager op) keep their nodes inline: one malloc per launch. */
+#define INLINE_NODES 1
+
+struct hpu_graph {
+  hpu_node_t *nodes;
+  int num_nodes, capacity;
+  hpu_node_t inline_nodes[INLINE_NODES];
+};
+
+hpu_status_t hpu_graph_create(hpu_graph_t **graph) {
+  if (!graph) return hpu_error(HPU_ERROR_INVALID_ARGUMENT, "graph_create: graph is NULL");
+  hpu_graph_t *g = malloc(sizeof *g);
+  if (!g) return hpu_error(HPU_ERROR_SYSTEM, "graph_create: out of host memory");
+  g->nodes = g->inline_nodes;
+  g->num_nodes = 0;
+  g->capacity = INLINE_NODES;
+  *graph = g;
+  return HPU_SUCCESS;
+}
+
+void hpu_graph_destroy(hpu_graph_t *graph) {
+  if (!graph) return;
+  if (graph->nodes != graph->inline_nodes) free(graph->nodes);
+  free(graph);
+}
+
+static hpu_status_t append_unchecked(hpu_graph_t *g, const hpu_node_t *node) {
+  if (g->num_nodes == g->capacity) {
+    int cap = g->capacity * 2;
+    hpu_node_t *nodes = malloc((size_t)cap * sizeof *nodes);
+    if (!nodes) return hpu_error(HPU_ERROR_SYSTEM, "graph_append: out of host memory");
+    memcpy(nodes, g->nodes, (size_t)g->num_nodes * sizeof *nodes);
+    if (g->nodes != g->inline_nodes) free(g->nodes);
+    g->nodes = nodes;
+    g->capacity = cap;
+  }
+  g->nodes[g->num_nodes++] = *node;
+  return HPU_SUCCESS;
+}
+
+hpu_status_t hpu_graph_append(hpu_graph_t *graph, const hpu_node_t *node) {
+  if (!graph) return hpu_error(HPU_ERROR_INVALID_ARGUMENT, "graph_append: graph is NULL");
+  hpu_status_t st = hpu_node_validate(node);
+  if (st != HPU_SUCCESS) return st;
+  return append_unchecked(graph, node);
+}
+
+int hpu_graph_num_nodes(const hpu_graph_t *graph) { return graph ? graph->num_nodes : 0; }
+
+/* Runs on the stream worker. */
+static hpu_status_t run_graph(void *arg) {
+  const hpu_graph_t *g = arg;
+  for (int i = 0; i < g->num_nodes; i++) {
+    hpu_status_t st = hpu_node_execute(&g->nodes[i]);
+    if (st != HPU_SUCCESS) return st;
+  }
+  return HPU_SUCCESS;
+}
+
+static void release_graph(void *arg) { hpu_graph_destroy(arg); }
+
+/* The graph is owned by the call from here on, even when enqueueing fails. */
+hpu_status_t hpu_graph_launch(hpu_graph_t *graph, hpu_stream_t stream) {
+  if (!graph) return hpu_error(HPU_ERROR_INVALID_ARGUMENT, "graph_launch: graph is NULL");
+  if (graph->num_nodes == 0) {
+    hpu_graph_destroy(graph);
+    return HPU_SUCCESS;
+  }
+  hpu_status_t st = hpu_stream_enqueue(stream, run_graph, graph, release_graph);
+  if (st != HPU_SUCCESS) hpu_graph_destroy(graph);
+  return st;
+}
+
+hpu_status_t hpu_launch(hpu_stream_t stream, const hpu_node_t *node) {
+  hpu_status_t st = hpu_node_validate(node);
+  if (st != HPU_SUCCESS) return st;
+  hpu_graph_t *g = NULL;
+  if ((st = hpu_graph_create(&g)) != HPU_SUCCESS) return st;
+  if ((st = append_unchecked(g, node)) != HPU_SUCCESS) {
+    hpu_graph_destroy(g);
+    return st;
+  }
+  return hpu_graph_launch(g, stream);
+}

@@ -1,0 +1,153 @@
+/* Philox4x32-10 and the RNG kernels (UNIFORM, NORMAL, BERNOULLI, RANDOM).
+ * The stream layout is specified in hpu/rng.h: element i of the output
+ * (row-major) consumes words i*w .. i*w+w-1 of the (seed, offset) stream, so
+ * results do not depend on how the work is split over threads. */
+#include <math.h>
+#include <stdint.h>
+
+#include "hpu/rng.h"
+#include "kernels/cvt.h"
+#include "kernels/iter.h"
+#include "kernels/kernels.h"
+
+#define PHILOX_M0 0xD2511F53u
+#define PHILOX_M1 0xCD9E8D57u
+#define PHILOX_W0 0x9E3779B9u
+#define PHILOX_W1 0xBB67AE85u
+
+static inline void philox_block(uint32_t k0, uint32_t k1, uint64_t counter, uint32_t out[4]) {
+  uint32_t c0 = (uint32_t)counter, c1 = (uint32_t)(counter >> 32), c2 = 0, c3 = 0;
+  for (int r = 0; r < 10; r++) {
+    uint64_t p0 = (uint64_t)PHILOX_M0 * c0, p1 = (uint64_t)PHILOX_M1 * c2;
+    uint32_t hi0 = (uint32_t)(p0 >> 32), lo0 = (uint32_t)p0;
+    uint32_t hi1 = (uint32_t)(p1 >> 32), lo1 = (uint32_t)p1;
+    c0 = hi1 ^ c1 ^ k0;
+    c1 = lo1;
+    c2 = hi0 ^ c3 ^ k1;
+    c3 = lo0;
+    k0 += PHILOX_W0;
+    k1 += PHILOX_W1;
+  }
+  out[0] = c0;
+  out[1] = c1;
+  out[2] = c2;
+  out[3] = c3;
+}
+
+void hpu_philox4x32(uint64_t seed, uint64_t counter, uint32_t out[4]) {
+  philox_block((uint32_t)seed, (uint32_t)(seed >> 32), counter, out);
+}
+
+int hpu_rng_words_per_element(hpu_op_t op, hpu_dtype_t dtype) {
+  switch (op) {
+    case HPU_OP_RNG_UNIFORM: return dtype == HPU_FLOAT64 ? 2 : 1;
+    case HPU_OP_RNG_NORMAL: return dtype == HPU_FLOAT64 ? 4 : 2;
+    case HPU_OP_RNG_BERNOULLI: return 1;
+    case HPU_OP_RNG_RANDOM: return 2;
+    default: return 0;
+  }
+}
+
+typedef struct {
+  hpu_op_t op;
+  hpu_dtype_t dt, pdt;
+  int w;
+  uint32_t k0, k1;
+  uint64_t offset;
+  double a, b;
+  float af, bf;
+  int has_p;
+  uint64_t range; /* RANDOM */
+  int64_t from;   /* RANDOM */
+} rng_ctx_t;
+
+#define BATCH 64 /* elements per block of generated words */
+
+static inline float u24(uint32_t w) { return (float)(w >> 8) * 0x1p-24f; }
+static inline double u53(uint32_t lo, uint32_t hi) {
+  return (double)((((uint64_t)hi << 32) | lo) >> 11) * 0x1p-53;
+}
+
+static void rng_loop(void *vctx, char **data, const int64_t *st, int64_t n, int64_t index) {
+  const rng_ctx_t *c = vctx;
+  uint32_t words[BATCH * 4 + 8];
+  const int w = c->w;
+  const float twopi = 6.283185307179586f;
+  for (int64_t done = 0; done < n; done += BATCH) {
+    int64_t cnt = n - done < BATCH ? n - done : BATCH;
+    /* Words [first, first + cnt*w) of the stream, block-aligned start. */
+    uint64_t first = (uint64_t)(index + done) * (uint64_t)w;
+    uint64_t blk0 = first / 4, blk1 = (first + (uint64_t)cnt * (uint64_t)w + 3) / 4;
+    for (uint64_t bk = blk0; bk < blk1; bk++)
+      philox_block(c->k0, c->k1, c->offset + bk, &words[(bk - blk0) * 4]);
+    const uint32_t *wp = words + (first - blk0 * 4);
+    for (int64_t i = 0; i < cnt; i++, wp += w) {
+      char *o = data[0] + (done + i) * st[0];
+      switch (c->op) {
+        case HPU_OP_RNG_UNIFORM:
+          if (c->dt == HPU_FLOAT64) {
+            double v = u53(wp[0], wp[1]) * (c->b - c->a) + c->a;
+            if (v >= c->b && c->b > c->a) v = c->a;
+            *(double *)o = v;
+          } else {
+            float v = hpu_round_to(u24(wp[0]) * (c->bf - c->af) + c->af, c->dt);
+            if (v >= c->bf && c->bf > c->af) v = c->af; /* rounding reached `to` */
+            hpu_store_f32(o, c->dt, v);
+          }
+          break;
+        case HPU_OP_RNG_NORMAL:
+          if (c->dt == HPU_FLOAT64) {
+            double u1 = u53(wp[0], wp[1]), u2 = u53(wp[2], wp[3]);
+            double z = sqrt(-2.0 * log(1.0 - u1)) * cos(6.283185307179586 * u2);
+            *(double *)o = c->a + c->b * z;
+          } else {
+            float u1 = u24(wp[0]), u2 = u24(wp[1]);
+            float z = sqrtf(-2.0f * logf(1.0f - u1)) * cosf(twopi * u2);
+            hpu_store_f32(o, c->dt, c->af + c->bf * z);
+          }
+          break;
+        case HPU_OP_RNG_BERNOULLI: {
+          double p = c->has_p ? hpu_load_f64(data[1] + (done + i) * st[1], c->pdt) : c->a;
+          hpu_store_i64(o, c->dt, (double)u24(wp[0]) < p);
+          break;
+        }
+        default: { /* RANDOM */
+          uint64_t x = ((uint64_t)wp[1] << 32) | wp[0];
+          uint64_t r = c->range ? x % c->range : x;
+          hpu_store_i64(o, c->dt, (int64_t)((uint64_t)c->from + r));
+          break;
+        }
+      }
+    }
+  }
+}
+
+void hpu_kernel_rng(const hpu_node_t *node) {
+  const hpu_tensor_t *out = &node->outputs[0];
+  rng_ctx_t c = {0};
+  c.op = node->op;
+  c.dt = out->dtype;
+  c.w = hpu_rng_words_per_element(node->op, out->dtype);
+  c.k0 = (uint32_t)node->params.rng.seed;
+  c.k1 = (uint32_t)(node->params.rng.seed >> 32);
+  c.offset = node->params.rng.offset;
+  c.a = node->params.rng.a;
+  c.b = node->params.rng.b;
+  c.af = (float)c.a;
+  c.bf = (float)c.b;
+  if (node->op == HPU_OP_RNG_RANDOM) {
+    /* b - a <= 2^64 (validated); 2^64 itself wraps to 0 = "no modulo". */
+    double span = c.b - c.a;
+    c.range = span >= 18446744073709551616.0 ? 0 : (uint64_t)span;
+    c.from = hpu_f2i(c.a);
+  }
+  const hpu_tensor_t *ins[1] = {NULL};
+  if (node->op == HPU_OP_RNG_BERNOULLI && node->num_inputs == 1) {
+    c.has_p = 1;
+    c.pdt = node->inputs[0].dtype;
+    ins[0] = &node->inputs[0];
+  }
+  hpu_iter_t it;
+  hpu_iter_build(&it, out, ins, 1, HPU_ITER_KEEP_ORDER);
+  hpu_iter_for_each(&it, rng_loop, &c, 4096);
+}
