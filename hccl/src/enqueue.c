@@ -55,6 +55,13 @@ static hcclResult_t validate(hcclComm_t comm, const hccl_op_t *op) {
   return hcclSuccess;
 }
 
+/* A local peer marked the communicator failed (its abort word). */
+static hcclResult_t peer_failure(hcclComm_t comm) {
+  int who = comm->shm.hdr ? atomic_load(&comm->shm.hdr->abort) : 0;
+  if (!who) return hcclSuccess;
+  return hccl_err(hcclRemoteError, "rank %d failed or aborted the communicator", who - 1);
+}
+
 /* Runs one ticket: waits for the earlier tickets, runs, marks it done. An
  * error fails the communicator on every rank. */
 static hcclResult_t execute(hcclComm_t comm, uint64_t ticket, hccl_op_t *ops, int nops, bool run) {
@@ -66,8 +73,10 @@ static hcclResult_t execute(hcclComm_t comm, uint64_t ticket, hccl_op_t *ops, in
     if (atomic_load(&comm->failed) || atomic_load(&comm->aborted)) {
       r = hccl_err(comm->async_error != hcclSuccess ? comm->async_error : hcclRemoteError,
                    "communicator already failed: %s", comm->async_msg);
-    } else {
+    } else if ((r = peer_failure(comm)) == hcclSuccess) {
       r = hccl_run_ops(comm, ops, nops);
+      /* A peer that failed meanwhile may have left data we used: report it. */
+      if (r == hcclSuccess) r = peer_failure(comm);
       if (r != hcclSuccess) hccl_comm_fail(comm, r, hccl_thread_error());
     }
   }

@@ -11,10 +11,12 @@
 static _Thread_local char hccl_last_error[512];
 
 hcclResult_t hccl_err(hcclResult_t r, const char *fmt, ...) {
+  char buf[sizeof hccl_last_error];   /* the arguments may quote the previous message */
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(hccl_last_error, sizeof hccl_last_error, fmt, ap);
+  vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
+  memcpy(hccl_last_error, buf, sizeof buf);
   if (getenv("HCCL_DEBUG") && r != hcclSuccess)
     fprintf(stderr, "[hccl pid %d] %s: %s\n", (int)getpid(), hcclGetErrorString(r), hccl_last_error);
   return r;
