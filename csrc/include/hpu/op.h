@@ -9,7 +9,26 @@
  *    (bf16 and fp16 math is done in fp32), then the result is cast to the
  *    output's dtype, as TensorIterator does;
  *  - an output may alias an input exactly (in-place ops); any other overlap
- *    between an output and an input is rejected by hpu_node_validate. */
+ *    between an output and an input is rejected by hpu_node_validate.
+ *
+ * Details the kernels define (csrc/kernels/):
+ *  - COPY, FILL, MATMUL and the RNG ops ignore compute_dtype (COPY converts
+ *    in0's dtype straight to out's with c10's rules: floating -> integer
+ *    truncates, anything -> bool is "!= 0");
+ *  - the second operand of a binary op given as params.binary.other or as a
+ *    one-element tensor is read once; for MUL/DIV with a bfloat16/float16
+ *    compute dtype it keeps float precision (PyTorch CPU's reduced-float
+ *    scalar path), otherwise it is cast to the compute dtype like any input;
+ *    alpha is cast to the compute dtype; ADD/SUB with alpha != 1 use a fused
+ *    multiply-add (as PyTorch's vectorised CPU kernel);
+ *  - DIV with rounding NONE needs a floating compute dtype (integer true
+ *    division: the caller promotes); integer TRUNC/FLOOR division by zero
+ *    yields 0 (PyTorch raises; kernels cannot fail) and INT_MIN / -1 wraps;
+ *  - SUB with a bool compute dtype is rejected, as in PyTorch;
+ *  - MATMUL needs in0/in1/out (and in2) of one dtype, not bool, each with at
+ *    least 2 dims (unsqueeze vectors first); the output may not overlap
+ *    in0/in1; in2 may alias the output exactly (addmm_); beta == 0 ignores
+ *    in2 (NaNs in it do not propagate). */
 #ifndef HPU_OP_H
 #define HPU_OP_H
 
