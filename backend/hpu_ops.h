@@ -15,4 +15,15 @@ void check_hpu_dtype(at::ScalarType type, const char* op);
 void copy_between(const at::Tensor& dst, const at::Tensor& src);
 void fill_tensor(const at::Tensor& self, hpu_scalar_t value);
 
+inline bool is_hpu(const at::Tensor& t) { return t.device().type() == c10::DeviceType::HPU; }
+// A CPU 0-dim tensor next to hpu tensors is a scalar, as on CUDA.
+inline bool is_cpu_scalar(const at::Tensor& t) { return t.is_cpu() && t.dim() == 0; }
+// Raises PyTorch's "Expected all tensors to be on the same device" error
+// (naming `op`) unless every defined tensor, CPU scalars aside, is on one device.
+void check_same_device(const char* op, std::initializer_list<const at::Tensor*> tensors);
+// `t` moved to `like`'s hpu card if it is a CPU scalar (for kernel inputs
+// that must be device memory); otherwise `t` itself.
+at::Tensor on_device(const at::Tensor& t, const at::Tensor& like);
+at::ScalarType default_float();
+
 }  // namespace habana_torch

@@ -14,34 +14,6 @@
 namespace habana_torch {
 namespace {
 
-bool is_hpu(const at::Tensor& t) { return t.device().type() == c10::DeviceType::HPU; }
-
-// A CPU 0-dim tensor next to an hpu tensor is a scalar, as on CUDA.
-bool is_cpu_scalar(const at::Tensor& t) { return t.is_cpu() && t.dim() == 0; }
-
-void check_same_device(const char* op, std::initializer_list<const at::Tensor*> tensors) {
-  std::optional<c10::Device> device;
-  for (const at::Tensor* t : tensors) {
-    if (!t->defined() || is_cpu_scalar(*t)) continue;
-    if (!device) {
-      device = t->device();
-    } else {
-      TORCH_CHECK(*device == t->device(),
-                  "Expected all tensors to be on the same device, but found at least two devices, ",
-                  *device, " and ", t->device(), "! (in ", op,
-                  "; move the tensors to one device with .to(\"hpu\") or .cpu())");
-    }
-  }
-}
-
-// A CPU scalar in the first operand slot, where the kernel wants a tensor.
-at::Tensor on_device(const at::Tensor& t, const at::Tensor& like) {
-  if (!is_cpu_scalar(t) || !is_hpu(like)) return t;
-  return t.to(like.device());
-}
-
-at::ScalarType default_float() { return c10::typeMetaToScalarType(at::get_default_dtype()); }
-
 struct BinarySpec {
   hpu_op_t op;
   const char* name;

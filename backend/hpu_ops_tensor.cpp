@@ -200,6 +200,28 @@ at::Tensor hpu_unfold(const at::Tensor& self, int64_t dim, int64_t size, int64_t
 
 }  // namespace
 
+void check_same_device(const char* op, std::initializer_list<const at::Tensor*> tensors) {
+  std::optional<c10::Device> device;
+  for (const at::Tensor* t : tensors) {
+    if (!t->defined() || is_cpu_scalar(*t)) continue;
+    if (!device) {
+      device = t->device();
+    } else {
+      TORCH_CHECK(*device == t->device(),
+                  "Expected all tensors to be on the same device, but found at least two devices, ",
+                  *device, " and ", t->device(), "! (in ", op,
+                  "; move the tensors to one device with .to(\"hpu\") or .cpu())");
+    }
+  }
+}
+
+at::Tensor on_device(const at::Tensor& t, const at::Tensor& like) {
+  if (!is_cpu_scalar(t) || !is_hpu(like)) return t;
+  return t.to(like.device());
+}
+
+at::ScalarType default_float() { return c10::typeMetaToScalarType(at::get_default_dtype()); }
+
 void fill_tensor(const at::Tensor& self, hpu_scalar_t value) {
   if (self.numel() == 0) return;
   hpu_node_t node{};

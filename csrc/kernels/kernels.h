@@ -3,6 +3,8 @@
 #define HPU_KERNELS_KERNELS_H
 
 #include "hpu/op.h"
+#include <stddef.h>
+
 #include "hpu/status.h"
 
 /* Instruction sets the hot loops are compiled for; the best one the CPU
@@ -21,6 +23,29 @@ void hpu_kernel_binary(const hpu_node_t *node); /* ADD SUB MUL DIV */
 void hpu_kernel_relu(const hpu_node_t *node);
 void hpu_kernel_matmul(const hpu_node_t *node);
 void hpu_kernel_rng(const hpu_node_t *node);
+
+/* Op families (own files): validation and execution of their op codes.
+ * Execute returns a status only for "no kernel for this code" (a bug):
+ * validated nodes cannot fail. */
+hpu_status_t hpu_validate_pointwise(const hpu_node_t *node);
+hpu_status_t hpu_execute_pointwise(const hpu_node_t *node);
+hpu_status_t hpu_validate_nn(const hpu_node_t *node);
+hpu_status_t hpu_execute_nn(const hpu_node_t *node);
+
+/* Operand checks shared by all validators (validate.c); each sets the
+ * error message naming op `name`. */
+hpu_status_t hpu_check_tensor(const char *name, const char *role, int idx, const hpu_tensor_t *t);
+/* in broadcasts to out's shape under PyTorch's rules. */
+hpu_status_t hpu_check_broadcast(const char *name, int idx, const hpu_tensor_t *in,
+                                 const hpu_tensor_t *out);
+/* out and in do not overlap, except exactly (when allow_alias). */
+hpu_status_t hpu_check_overlap(const char *name, const hpu_tensor_t *out, int idx,
+                               const hpu_tensor_t *in, int allow_alias);
+/* No two output elements share memory (no stride-0 dims). */
+hpu_status_t hpu_check_output(const char *name, const hpu_tensor_t *out);
+hpu_status_t hpu_check_scalar(const char *name, const char *what, hpu_scalar_t s);
+/* "[2, 3]" */
+void hpu_shape_str(const hpu_tensor_t *t, char *buf, size_t len);
 
 /* Copies src into dst (broadcast, cast), as HPU_OP_COPY. */
 void hpu_copy_tensor(const hpu_tensor_t *dst, const hpu_tensor_t *src);

@@ -7,10 +7,18 @@
 
 #include "hpu/op.h"
 #include "hpu/status.h"
+#include "kernels/kernels.h"
 
 static const char *const op_names[HPU_OP_COUNT] = {
     "copy", "fill", "add", "sub", "mul", "div", "relu", "matmul",
-    "rng_uniform", "rng_normal", "rng_bernoulli", "rng_random"};
+    "rng_uniform", "rng_normal", "rng_bernoulli", "rng_random",
+    "(pointwise family marker)",
+#define HPU_OP(code, name) name,
+#include "hpu/ops_pointwise.def"
+    "(nn family marker)",
+#include "hpu/ops_nn.def"
+#undef HPU_OP
+};
 
 const char *hpu_op_name(hpu_op_t op) {
   return ((int)op >= 0 && op < HPU_OP_COUNT) ? op_names[op] : "invalid";
@@ -265,8 +273,11 @@ static hpu_status_t check_rng(const hpu_node_t *node) {
 
 hpu_status_t hpu_node_validate(const hpu_node_t *node) {
   if (!node) return hpu_error(INVALID, "node is NULL");
-  if ((int)node->op < 0 || node->op >= HPU_OP_COUNT)
+  if ((int)node->op < 0 || node->op >= HPU_OP_COUNT || node->op == HPU_OP_POINTWISE_BEGIN ||
+      node->op == HPU_OP_NN_BEGIN)
     return hpu_error(INVALID, "invalid op code %d", (int)node->op);
+  if (hpu_op_is_pointwise(node->op)) return hpu_validate_pointwise(node);
+  if (hpu_op_is_nn(node->op)) return hpu_validate_nn(node);
   const char *name = hpu_op_name(node->op);
   int min_in = 0, max_in = 0;
   switch (node->op) {
@@ -337,4 +348,26 @@ hpu_status_t hpu_node_validate(const hpu_node_t *node) {
     if ((st = check_overlap(name, out, i, &node->inputs[i], 1))) return st;
   }
   return HPU_SUCCESS;
+}
+
+/* The operand checks above, for the op families' validators. */
+hpu_status_t hpu_check_tensor(const char *name, const char *role, int idx, const hpu_tensor_t *t) {
+  return check_tensor(name, role, idx, t);
+}
+hpu_status_t hpu_check_broadcast(const char *name, int idx, const hpu_tensor_t *in,
+                                 const hpu_tensor_t *out) {
+  return check_broadcast(name, idx, in, out);
+}
+hpu_status_t hpu_check_overlap(const char *name, const hpu_tensor_t *out, int idx,
+                               const hpu_tensor_t *in, int allow_alias) {
+  return check_overlap(name, out, idx, in, allow_alias);
+}
+hpu_status_t hpu_check_output(const char *name, const hpu_tensor_t *out) {
+  return check_output(name, out);
+}
+hpu_status_t hpu_check_scalar(const char *name, const char *what, hpu_scalar_t s) {
+  return check_scalar(name, what, s);
+}
+void hpu_shape_str(const hpu_tensor_t *t, char *buf, size_t len) {
+  snprintf(buf, len, "%s", shape_str(t).s);
 }

@@ -54,10 +54,29 @@ typedef enum hpu_op {
   HPU_OP_RNG_NORMAL,    /* out ~ N(mean a, std b) */
   HPU_OP_RNG_BERNOULLI, /* out ~ Bernoulli(p): p = in0 elementwise if given, else a */
   HPU_OP_RNG_RANDOM,    /* out ~ integers uniform in [a, b) (random_) */
+
+  /* Op families, each listed in its own .def file as HPU_OP(CODE, "name")
+   * lines with a comment on operands and params. The *_BEGIN markers are
+   * not ops: a family's ops are the codes between its marker and the next. */
+  HPU_OP_POINTWISE_BEGIN, /* unary/binary/ternary math, comparisons, activations
+                             and their backwards, optimizer steps */
+#define HPU_OP(code, name) code,
+#include "hpu/ops_pointwise.def"
+  HPU_OP_NN_BEGIN,        /* reductions, norms, softmax, losses, index ops */
+#include "hpu/ops_nn.def"
+#undef HPU_OP
   HPU_OP_COUNT
 } hpu_op_t;
 
+static inline int hpu_op_is_pointwise(hpu_op_t op) {
+  return op > HPU_OP_POINTWISE_BEGIN && op < HPU_OP_NN_BEGIN;
+}
+static inline int hpu_op_is_nn(hpu_op_t op) { return op > HPU_OP_NN_BEGIN && op < HPU_OP_COUNT; }
+
 typedef enum hpu_rounding { HPU_ROUND_NONE = 0, HPU_ROUND_TRUNC, HPU_ROUND_FLOOR } hpu_rounding_t;
+
+#include "hpu/op_params_pointwise.h"
+#include "hpu/op_params_nn.h"
 
 typedef union hpu_op_params {
   struct { hpu_scalar_t value; } fill;
@@ -73,10 +92,12 @@ typedef union hpu_op_params {
     uint64_t seed, offset;    /* filled by hpu_generator_prepare */
     double a, b;
   } rng;
+  hpu_pointwise_params_t pointwise;
+  hpu_nn_params_t nn;
 } hpu_op_params_t;
 
 #define HPU_MAX_INPUTS 4
-#define HPU_MAX_OUTPUTS 2
+#define HPU_MAX_OUTPUTS 4
 
 typedef struct hpu_node {
   hpu_op_t op;

@@ -1,0 +1,12 @@
+/* Params of the pointwise op family (member `pointwise` of hpu_op_params_t). */
+#ifndef HPU_OP_PARAMS_POINTWISE_H
+#define HPU_OP_PARAMS_POINTWISE_H
+
+#include "hpu/dtype.h"
+
+typedef struct hpu_pointwise_params {
+  hpu_scalar_t s[4]; /* per-op scalars; see ops_pointwise.def */
+  int64_t i[4];      /* per-op integers */
+} hpu_pointwise_params_t;
+
+#endif
