@@ -189,8 +189,13 @@ static hpu_status_t ensure_arena(card_t *c, int device) {
   return HPU_SUCCESS;
 }
 
-/* Returns every cached block that spans a whole segment to the arena. */
-static void release_cached(card_t *c) {
+/* Returns every cached block that spans a whole segment to the arena.
+ * Freed blocks may still be read or written by queued work (stream-ordered
+ * reuse), and releasing punches their pages out of the memfd (they would
+ * read back as zeros), so the card's queue is drained first. Queue tasks
+ * never allocate device memory, so waiting under the card's lock is safe. */
+static void release_cached(card_t *c, int device) {
+  hpu_queue_drain(device);
   for (int p = 0; p < NUM_POOLS; p++) {
     block_set_t *s = &c->pools[p];
     size_t keep = 0;
@@ -261,7 +266,7 @@ hpu_status_t hpu_malloc(int device, size_t nbytes, void **ptr) {
     char *p = hpu_arena_alloc(c->arena, seg);
     if (!p) {
       /* Flush the cache and retry once, as PyTorch does. */
-      release_cached(c);
+      release_cached(c, device);
       c->st.num_alloc_retries++;
       p = hpu_arena_alloc(c->arena, seg);
     }
@@ -372,7 +377,7 @@ hpu_status_t hpu_memory_empty_cache(int device) {
   hpu_status_t st;
   card_t *c = card_locked(device, &st);
   if (!c) return st;
-  if (c->arena) release_cached(c);
+  if (c->arena) release_cached(c, device);
   pthread_mutex_unlock(&c->mu);
   return HPU_SUCCESS;
 }

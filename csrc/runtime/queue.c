@@ -207,14 +207,7 @@ static hpu_status_t take_error(queue_t *q) {
   return st;
 }
 
-hpu_status_t hpu_queue_sync(int device) {
-  hpu_status_t st;
-  queue_t *q = queue_get(device, 0, &st);
-  if (!q) return HPU_SUCCESS;
-  if (worker_device == device)
-    return hpu_error(HPU_ERROR_INVALID_ARGUMENT,
-                     "hpu:%d: a task running on the card's queue cannot wait for that queue "
-                     "(it would wait for itself)", device);
+static void wait_submitted(queue_t *q) {
   uint64_t target = atomic_load_explicit(&q->submitted, memory_order_relaxed);
   if (atomic_load_explicit(&q->completed, memory_order_acquire) < target) {
     hpu_spin_wait_ge_u64(&q->completed, target, SYNC_SPIN_NS);
@@ -226,7 +219,25 @@ hpu_status_t hpu_queue_sync(int device) {
       pthread_mutex_unlock(&q->mu);
     }
   }
+}
+
+hpu_status_t hpu_queue_sync(int device) {
+  hpu_status_t st;
+  queue_t *q = queue_get(device, 0, &st);
+  if (!q) return HPU_SUCCESS;
+  if (worker_device == device)
+    return hpu_error(HPU_ERROR_INVALID_ARGUMENT,
+                     "hpu:%d: a task running on the card's queue cannot wait for that queue "
+                     "(it would wait for itself)", device);
+  wait_submitted(q);
   return take_error(q);
+}
+
+void hpu_queue_drain(int device) {
+  hpu_status_t st;
+  queue_t *q = queue_get(device, 0, &st);
+  if (!q || worker_device == device) return;
+  wait_submitted(q);
 }
 
 hpu_status_t hpu_queue_query(int device) {

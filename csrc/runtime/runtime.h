@@ -33,6 +33,10 @@ hpu_status_t hpu_queue_push(int device, hpu_task_fn fn, void *arg, void (*releas
 /* Waits for everything pushed before the call, then returns (and clears) the
  * card's sticky error, copying its text to this thread's last error. */
 hpu_status_t hpu_queue_sync(int device);
+/* Waits for everything pushed before the call and leaves the sticky error
+ * for the user's next synchronize (for the allocator, before it hands pages
+ * back to the host). No-op when called from the card's own worker. */
+void hpu_queue_drain(int device);
 /* HPU_SUCCESS when idle, NOT_READY when busy, or the sticky error. */
 hpu_status_t hpu_queue_query(int device);
 /* The card whose worker is the calling thread, or -1. */
