@@ -96,7 +96,7 @@ void copy_bytes(void* dest, const void* src, size_t count) {
   hpu_tensor_init_contiguous(&node.outputs[0], dest, HPU_UINT8, 1, &n);
   hpu_tensor_init_contiguous(&node.inputs[0], const_cast<void*>(src), HPU_UINT8, 1, &n);
   hpu_stream_t stream = current_stream(static_cast<c10::DeviceIndex>(dev));
-  HPU_CHECK(hpu_launch(stream, &node));
+  HPU_CHECK(hpu_submit(stream, &node));
   // A host side may read or free its buffer as soon as we return.
   if (dst_dev < 0 || src_dev < 0) HPU_CHECK(hpu_stream_synchronize(stream));
 }

@@ -58,7 +58,8 @@ c10::Allocator* allocator();
 // buffer is involved.
 void copy_bytes(void* dest, const void* src, size_t count);
 
-// Runs a node on the card's current stream (eager: a one-node graph).
+// Runs a node on the card's current stream: at once (eager, a one-node
+// graph) or recorded into the card's pending graph (lazy mode).
 void launch(c10::DeviceIndex device, const hpu_node_t& node);
 
 }  // namespace habana_torch

@@ -256,7 +256,7 @@ void copy_between(const at::Tensor& dst, const at::Tensor& src) {
   bool cross_card = dst_hpu && src_hpu && dst.device() != src.device();
   if (cross_card) HPU_CHECK(hpu_device_synchronize(src.device().index()));
   hpu_stream_t stream = current_stream(dev);
-  HPU_CHECK(hpu_launch(stream, &node));
+  HPU_CHECK(hpu_submit(stream, &node));
   // Host buffers may be read or freed once we return, and a source on
   // another card may be reused by that card's queue: wait for the copy.
   if (!dst_hpu || !src_hpu || cross_card) HPU_CHECK(hpu_stream_synchronize(stream));

@@ -22,6 +22,8 @@ void throw_status(hpu_status_t status, const char* what) {
       TORCH_CHECK_WITH(OutOfMemoryError, false, msg);
     case HPU_ERROR_UNSUPPORTED:
       TORCH_CHECK_TYPE(false, msg);
+    case HPU_ERROR_OUT_OF_RANGE:
+      TORCH_CHECK_INDEX(false, msg);
     default:
       TORCH_CHECK(false, msg);
   }
@@ -129,7 +131,7 @@ hpu_tensor_t to_desc(const at::Tensor& t) {
 }
 
 void launch(c10::DeviceIndex device, const hpu_node_t& node) {
-  HPU_CHECK(hpu_launch(current_stream(device), &node));
+  HPU_CHECK(hpu_submit(current_stream(device), &node));
 }
 
 namespace {

@@ -140,6 +140,20 @@ PYBIND11_MODULE(_C, m) {
   m.def("_metric_items", &metric_items, py::arg("prefix") = "");
   m.def("_metric_reset", [](const std::string& prefix) { hpu_metric_reset(prefix.c_str()); },
         py::arg("prefix") = "");
+  m.def("_is_lazy", [] { return hpu_lazy_enabled() != 0; });
+  m.def("_set_lazy", [](bool on) { translate([&] { hpu_lazy_set_enabled(on); }); });
+  m.def("_mark_step", [](int device) {
+    translate([&] { HPU_CHECK(device < 0 ? hpu_lazy_flush_all() : hpu_lazy_flush(device)); });
+  });
+  m.def("_lazy_pending", [](int device) { return hpu_lazy_pending(device); });
+  m.def("_recipe_cache_size", [] { return hpu_recipe_cache_size(); });
+  m.def("_recipe_cache_clear", [] { hpu_recipe_cache_clear(); });
+  m.def("_recompile_reasons", [] {
+    std::vector<std::string> out;
+    char buf[1024];
+    for (size_t i = 0; hpu_recompile_reason(i, buf, sizeof buf); i++) out.emplace_back(buf);
+    return out;
+  });
   m.def("_set_num_threads", [](int n) { translate([&] { HPU_CHECK(hpu_set_num_threads(n)); }); });
   m.def("_get_num_threads", [] { return hpu_get_num_threads(); });
 }

@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hpu/lazy.h"
 #include "hpu/status.h"
+#include "runtime/runtime.h"
 
 /* Small graphs (every eager op) keep their nodes inline: one malloc per launch. */
 #define INLINE_NODES 1
@@ -57,6 +59,8 @@ hpu_status_t hpu_graph_append(hpu_graph_t *graph, const hpu_node_t *node) {
 
 int hpu_graph_num_nodes(const hpu_graph_t *graph) { return graph ? graph->num_nodes : 0; }
 
+const hpu_node_t *hpu_graph_nodes(const hpu_graph_t *graph) { return graph ? graph->nodes : NULL; }
+
 /* Runs on the stream worker. */
 static hpu_status_t run_graph(void *arg) {
   const hpu_graph_t *g = arg;
@@ -69,14 +73,17 @@ static hpu_status_t run_graph(void *arg) {
 
 static void release_graph(void *arg) { hpu_graph_destroy(arg); }
 
-/* The graph is owned by the call from here on, even when enqueueing fails. */
+/* The graph is owned by the call from here on, even when enqueueing fails.
+ * It goes straight to the card's queue: lazy mode's flush calls this with
+ * its lock held, so it must not flush again (hpu_stream_enqueue would). */
 hpu_status_t hpu_graph_launch(hpu_graph_t *graph, hpu_stream_t stream) {
   if (!graph) return hpu_error(HPU_ERROR_INVALID_ARGUMENT, "graph_launch: graph is NULL");
   if (graph->num_nodes == 0) {
     hpu_graph_destroy(graph);
     return HPU_SUCCESS;
   }
-  hpu_status_t st = hpu_stream_enqueue(stream, run_graph, graph, release_graph);
+  hpu_status_t st = hpu_rt_check_stream(stream);
+  if (st == HPU_SUCCESS) st = hpu_queue_push(stream.device, run_graph, graph, release_graph);
   if (st != HPU_SUCCESS) hpu_graph_destroy(graph);
   return st;
 }
@@ -84,6 +91,8 @@ hpu_status_t hpu_graph_launch(hpu_graph_t *graph, hpu_stream_t stream) {
 hpu_status_t hpu_launch(hpu_stream_t stream, const hpu_node_t *node) {
   hpu_status_t st = hpu_node_validate(node);
   if (st != HPU_SUCCESS) return st;
+  /* Whatever lazy mode recorded on this card runs first. */
+  if ((st = hpu_lazy_flush(stream.device)) != HPU_SUCCESS) return st;
   hpu_graph_t *g = NULL;
   if ((st = hpu_graph_create(&g)) != HPU_SUCCESS) return st;
   if ((st = append_unchecked(g, node)) != HPU_SUCCESS) {

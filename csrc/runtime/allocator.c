@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hpu/lazy.h"
 #include "hpu/memory.h"
 #include "runtime/runtime.h"
 
@@ -195,6 +196,7 @@ static hpu_status_t ensure_arena(card_t *c, int device) {
  * read back as zeros), so the card's queue is drained first. Queue tasks
  * never allocate device memory, so waiting under the card's lock is safe. */
 static void release_cached(card_t *c, int device) {
+  hpu_lazy_flush(device); /* recorded work may read freed blocks too */
   hpu_queue_drain(device);
   for (int p = 0; p < NUM_POOLS; p++) {
     block_set_t *s = &c->pools[p];

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "hpu/device.h"
+#include "hpu/lazy.h"
 #include "runtime/runtime.h"
 
 #define DEFAULT_NUM_CARDS 8
@@ -235,6 +236,7 @@ hpu_status_t hpu_device_get_props(int device, hpu_device_props_t *props) {
 hpu_status_t hpu_device_synchronize(int device) {
   hpu_status_t st = hpu_rt_enter_device(device);
   if (st != HPU_SUCCESS) return st;
+  if ((st = hpu_lazy_flush(device)) != HPU_SUCCESS) return st;
   return hpu_queue_sync(device);
 }
 

@@ -16,6 +16,8 @@ hpu_status_t hpu_rt_enter(void);
 hpu_status_t hpu_rt_enter_device(int device);
 size_t hpu_rt_card_memory(void); /* valid after a successful enter */
 int hpu_rt_forked(void);
+/* Enter checks plus a stream id that hpu_stream_create handed out. */
+hpu_status_t hpu_rt_check_stream(hpu_stream_t stream);
 
 /* arena.c: a card's memfd mapping plus a range allocator for segments. */
 typedef struct hpu_arena hpu_arena_t;

@@ -18,6 +18,8 @@ void hpu_graph_destroy(hpu_graph_t *graph);
 /* Validates and appends a copy of *node. */
 hpu_status_t hpu_graph_append(hpu_graph_t *graph, const hpu_node_t *node);
 int hpu_graph_num_nodes(const hpu_graph_t *graph);
+/* The nodes, in order (valid until the next append). */
+const hpu_node_t *hpu_graph_nodes(const hpu_graph_t *graph);
 /* Enqueues the graph on the stream and takes ownership of it: the worker runs
  * the nodes in order and destroys the graph. Returns at once. */
 hpu_status_t hpu_graph_launch(hpu_graph_t *graph, hpu_stream_t stream);

@@ -12,4 +12,5 @@
 #include "hpu/graph.h"
 #include "hpu/rng.h"
 #include "hpu/metrics.h"
+#include "hpu/lazy.h"
 #endif

@@ -1,29 +1,42 @@
 """habana_torch.core: the names of habana_frameworks.torch.core.
 
-In eager mode (this release) every op is launched as it is called, so
-mark_step() has no graph to flush: it only waits for the cards when
-``sync=True``. Lazy mode will make it the graph flush point.
+Lazy mode (PT_HPU_LAZY_MODE=1): ops are recorded into a per-card graph and
+run when the graph is flushed: at mark_step(), when a value is needed on the
+host (.item(), .cpu(), printing), before a CPU fallback or a collective, on
+synchronize(), and when the graph reaches PT_HPU_MAX_GRAPH_NODES nodes.
+Eager mode (PT_HPU_LAZY_MODE=0, this build's default): each op is launched
+as it is called, and mark_step() only waits when sync=True.
 """
 import torch
 
+from .. import _C
 from .. import hpu as _hpu
 
 
 def mark_step(device_str="", sync=False):
-    """End of a step. Eager mode: nothing is pending on the host side, so
-    this returns at once; ``sync=True`` also waits for the queued work."""
+    """End of a step: launches the recorded graph of every card (or of
+    `device_str`) asynchronously; with sync=True also waits for it."""
     if not _hpu.is_initialized():
         return
+    device = -1
+    if device_str:
+        device = _hpu._utils._get_device_index(torch.device(device_str), optional=True)
+    _C._mark_step(device)
     if sync:
-        if device_str:
-            _hpu.synchronize(torch.device(device_str))
-        else:
-            for i in range(_hpu.device_count()):
-                _hpu.synchronize(i)
+        for i in ([device] if device >= 0 else range(_hpu.device_count())):
+            _hpu.synchronize(i)
 
 
 def is_lazy():
-    return False
+    """True when ops are recorded into graphs (PT_HPU_LAZY_MODE=1)."""
+    return _C._is_lazy()
+
+
+def _set_lazy_mode(enabled):
+    """Switches lazy mode on or off for the whole process (pending graphs are
+    flushed first). Meant for tests and notebooks; scripts set
+    PT_HPU_LAZY_MODE before starting."""
+    _C._set_lazy(bool(enabled))
 
 
 __all__ = ["mark_step", "is_lazy"]

@@ -1,8 +1,12 @@
 """Gaudi-style metrics: ``metric_global(name).stats()``.
 
 Metrics known here:
-  cpu_fallback   ops that ran on the CPU because hpu has no kernel for them:
-                 [("TotalNumber", n), ("FallbackOps", {op: count})]
+  cpu_fallback        ops that ran on the CPU because hpu has no kernel for them:
+                      [("TotalNumber", n), ("FallbackOps", {op: count})]
+  graph_compilation   lazy-mode graph compilations (recipe-cache misses):
+                      [("TotalNumber", n), ("TotalTime", us), ("AvgTime", us)]
+  recipe_cache        [("Hits", n), ("Misses", n), ("Evictions", n), ("Size", n)]
+  graph_launch        [("TotalNumber", graphs launched), ("TotalNodes", nodes in them)]
 """
 from .. import _C
 
@@ -36,8 +40,43 @@ def _fallback_stats():
     return [("TotalNumber", sum(ops.values())), ("FallbackOps", ops)]
 
 
-_METRICS = {"cpu_fallback": _fallback_stats}
-_RESETS = {"cpu_fallback": lambda: _C._metric_reset(_FALLBACK_PREFIX)}
+def _counter(name):
+    return dict(_C._metric_items(name)).get(name, 0)
+
+
+def _compile_stats():
+    n, us = _counter("graph_compilation"), _counter("graph_compilation_us")
+    return [("TotalNumber", n), ("TotalTime", us), ("AvgTime", us / n if n else 0.0)]
+
+
+def _cache_stats():
+    return [("Hits", _counter("recipe_cache_hit")), ("Misses", _counter("recipe_cache_miss")),
+            ("Evictions", _counter("recipe_cache_evict")), ("Size", _C._recipe_cache_size())]
+
+
+def _launch_stats():
+    return [("TotalNumber", _counter("graph_launch")), ("TotalNodes", _counter("graph_nodes"))]
+
+
+def _reset(*names):
+    def reset():
+        for name in names:
+            _C._metric_reset(name)
+    return reset
+
+
+_METRICS = {"cpu_fallback": _fallback_stats, "graph_compilation": _compile_stats,
+            "recipe_cache": _cache_stats, "graph_launch": _launch_stats}
+_RESETS = {"cpu_fallback": _reset(_FALLBACK_PREFIX),
+           "graph_compilation": _reset("graph_compilation"),  # prefix: also clears _us
+           "recipe_cache": _reset("recipe_cache_"),
+           "graph_launch": _reset("graph_launch", "graph_nodes")}
+
+
+def recompile_reasons():
+    """Why recent lazy-mode graphs compiled, newest first (at most 64), e.g.
+    'hpu:0: node 3 (add): input 0 changed from [16, 128] to [8, 128]'."""
+    return list(_C._recompile_reasons())
 
 
 def metric_global(name):

@@ -1,0 +1,166 @@
+/* Lazy mode: per-card pending graphs, flushes, compile bookkeeping. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "graph/recipe_cache.h"
+#include "graph/signature.h"
+#include "hpu/device.h"
+#include "hpu/graph.h"
+#include "hpu/lazy.h"
+#include "hpu/metrics.h"
+
+typedef struct pending {
+  pthread_mutex_t mu;
+  hpu_graph_t *graph;       /* NULL when nothing is pending */
+  hpu_stream_t stream;      /* where the graph will run */
+  hpu_signature_t prev;     /* the last flushed graph, for recompile reasons */
+} pending_t;
+
+static pending_t cards[HPU_MAX_CARDS] = {[0 ... HPU_MAX_CARDS - 1] = {.mu = PTHREAD_MUTEX_INITIALIZER}};
+
+static _Atomic int lazy_state = -1; /* -1: not read from the environment yet */
+static int max_nodes;
+
+#define REASONS 64
+static pthread_mutex_t reasons_mu = PTHREAD_MUTEX_INITIALIZER;
+static char reasons[REASONS][640];
+static size_t reasons_count;
+
+static int env_int(const char *name, int fallback) {
+  const char *v = getenv(name);
+  if (!v || !*v) return fallback;
+  char *end;
+  long n = strtol(v, &end, 10);
+  return (*end == '\0' && n >= 0 && n < (1L << 30)) ? (int)n : fallback;
+}
+
+int hpu_lazy_enabled(void) {
+  int s = atomic_load_explicit(&lazy_state, memory_order_relaxed);
+  if (s < 0) {
+    s = env_int("PT_HPU_LAZY_MODE", 0) ? 1 : 0;
+    max_nodes = env_int("PT_HPU_MAX_GRAPH_NODES", 2048);
+    if (max_nodes < 1) max_nodes = 1;
+    atomic_store(&lazy_state, s);
+  }
+  return s;
+}
+
+void hpu_lazy_set_enabled(int enabled) {
+  hpu_lazy_enabled(); /* read the other settings once */
+  if (!enabled) hpu_lazy_flush_all();
+  atomic_store(&lazy_state, enabled ? 1 : 0);
+}
+
+static double now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+static void note_reason(int device, const char *why) {
+  pthread_mutex_lock(&reasons_mu);
+  snprintf(reasons[reasons_count % REASONS], sizeof reasons[0], "hpu:%d: %s", device, why);
+  reasons_count++;
+  pthread_mutex_unlock(&reasons_mu);
+  const char *log = getenv("PT_HPU_LOG_GRAPH_COMPILE");
+  if (log && strcmp(log, "1") == 0) fprintf(stderr, "[habana_torch] graph compile hpu:%d: %s\n", device, why);
+}
+
+int hpu_recompile_reason(size_t n, char *buf, size_t len) {
+  pthread_mutex_lock(&reasons_mu);
+  int ok = n < reasons_count && n < REASONS;
+  if (ok) snprintf(buf, len, "%s", reasons[(reasons_count - 1 - n) % REASONS]);
+  pthread_mutex_unlock(&reasons_mu);
+  return ok;
+}
+
+/* Hashes the graph, looks its recipe up and compiles on a miss. */
+static void compile_or_hit(int device, pending_t *p, hpu_graph_t *g) {
+  const hpu_node_t *nodes = hpu_graph_nodes(g);
+  int n = hpu_graph_num_nodes(g);
+  double t0 = now_us();
+  hpu_signature_t sig;
+  if (!hpu_signature_build(&sig, nodes, n)) return; /* host OOM: run uncached */
+  hpu_signature_t copy = sig;
+  copy.words = malloc(sig.len * sizeof(int64_t));
+  if (copy.words) memcpy(copy.words, sig.words, sig.len * sizeof(int64_t));
+  copy.cap = copy.words ? sig.len : 0;
+  if (!copy.words) copy.len = 0;
+  if (hpu_recipe_cache_lookup_or_insert(&sig)) {
+    hpu_metric_add("recipe_cache_hit", 1);
+  } else {
+    hpu_metric_add("recipe_cache_miss", 1);
+    hpu_metric_add("graph_compilation", 1);
+    char why[512];
+    hpu_signature_explain(p->prev.len ? &p->prev : NULL, &copy, nodes, why, sizeof why);
+    note_reason(device, why);
+    hpu_metric_add("graph_compilation_us", (int64_t)(now_us() - t0));
+  }
+  hpu_signature_free(&p->prev);
+  p->prev = copy;
+}
+
+hpu_status_t hpu_lazy_flush(int device) {
+  if (device < 0 || device >= HPU_MAX_CARDS) return HPU_SUCCESS;
+  pending_t *p = &cards[device];
+  /* Cheap unlocked peek: most flush points find nothing pending. */
+  if (!__atomic_load_n(&p->graph, __ATOMIC_ACQUIRE)) return HPU_SUCCESS;
+  /* Detach, compile and enqueue under one lock, so graphs reach the queue in
+   * the order they were recorded. Enqueueing a graph does not flush (see
+   * hpu_graph_launch), so this cannot re-enter. */
+  pthread_mutex_lock(&p->mu);
+  hpu_graph_t *g = p->graph;
+  hpu_status_t st = HPU_SUCCESS;
+  if (g) {
+    p->graph = NULL;
+    compile_or_hit(device, p, g);
+    hpu_metric_add("graph_launch", 1);
+    hpu_metric_add("graph_nodes", hpu_graph_num_nodes(g));
+    st = hpu_graph_launch(g, p->stream); /* takes ownership */
+  }
+  pthread_mutex_unlock(&p->mu);
+  return st;
+}
+
+hpu_status_t hpu_lazy_flush_all(void) {
+  hpu_status_t first = HPU_SUCCESS;
+  for (int d = 0; d < HPU_MAX_CARDS; d++) {
+    hpu_status_t st = hpu_lazy_flush(d);
+    if (st != HPU_SUCCESS && first == HPU_SUCCESS) first = st;
+  }
+  return first;
+}
+
+int hpu_lazy_pending(int device) {
+  if (device < 0 || device >= HPU_MAX_CARDS) return 0;
+  pending_t *p = &cards[device];
+  pthread_mutex_lock(&p->mu);
+  int n = p->graph ? hpu_graph_num_nodes(p->graph) : 0;
+  pthread_mutex_unlock(&p->mu);
+  return n;
+}
+
+hpu_status_t hpu_submit(hpu_stream_t stream, const hpu_node_t *node) {
+  if (!hpu_lazy_enabled()) return hpu_launch(stream, node);
+  if (stream.device < 0 || stream.device >= HPU_MAX_CARDS)
+    return hpu_error(HPU_ERROR_INVALID_ARGUMENT, "hpu_submit: invalid device %d", stream.device);
+  pending_t *p = &cards[stream.device];
+  pthread_mutex_lock(&p->mu);
+  hpu_status_t st = HPU_SUCCESS;
+  if (!p->graph) {
+    st = hpu_graph_create(&p->graph);
+    p->stream = stream;
+  }
+  if (st == HPU_SUCCESS) {
+    __atomic_store_n(&p->graph, p->graph, __ATOMIC_RELEASE); /* publish for the peek */
+    st = hpu_graph_append(p->graph, node);                    /* validates */
+  }
+  int full = st == HPU_SUCCESS && hpu_graph_num_nodes(p->graph) >= max_nodes;
+  pthread_mutex_unlock(&p->mu);
+  if (full) return hpu_lazy_flush(stream.device);
+  return st;
+}

@@ -1,0 +1,191 @@
+/* Graph signatures: the recipe cache's key. Addresses, data and scalar
+ * values never enter it, so a training step with a new learning rate or
+ * new batch data replays the same recipe; shapes, strides, dtypes and the
+ * dataflow between nodes do. */
+#include "graph/signature.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int push(hpu_signature_t *s, int64_t w) {
+  if (s->len == s->cap) {
+    size_t cap = s->cap ? s->cap * 2 : 256;
+    int64_t *grown = realloc(s->words, cap * sizeof *grown);
+    if (!grown) return 0;
+    s->words = grown;
+    s->cap = cap;
+  }
+  s->words[s->len++] = w;
+  return 1;
+}
+
+static int same_view(const hpu_tensor_t *a, const hpu_tensor_t *b) {
+  if (a->storage != b->storage || a->offset != b->offset || a->dtype != b->dtype ||
+      a->ndim != b->ndim)
+    return 0;
+  for (int d = 0; d < a->ndim; d++)
+    if (a->sizes[d] != b->sizes[d] || a->strides[d] != b->strides[d]) return 0;
+  return 1;
+}
+
+/* The latest earlier node whose output is exactly this view, as
+ * (node << 3 | output) + 1, or 0 for a tensor from outside the graph. */
+static int64_t producer_of(const hpu_node_t *nodes, int upto, const hpu_tensor_t *t) {
+  for (int j = upto - 1; j >= 0; j--)
+    for (int o = 0; o < nodes[j].num_outputs; o++)
+      if (same_view(&nodes[j].outputs[o], t)) return ((int64_t)j << 3 | o) + 1;
+  return 0;
+}
+
+static int push_tensor(hpu_signature_t *s, const hpu_tensor_t *t) {
+  int ok = push(s, (int64_t)t->dtype << 8 | t->ndim);
+  for (int d = 0; d < t->ndim; d++) ok &= push(s, t->sizes[d]) & push(s, t->strides[d]);
+  return ok;
+}
+
+static int push_scalar_kind(hpu_signature_t *s, hpu_scalar_t v) { return push(s, v.kind); }
+
+static int push_params(hpu_signature_t *s, const hpu_node_t *n) {
+  const hpu_op_params_t *p = &n->params;
+  if (hpu_op_is_pointwise(n->op)) {
+    int ok = 1;
+    for (int i = 0; i < 4; i++) ok &= push_scalar_kind(s, p->pointwise.s[i]) & push(s, p->pointwise.i[i]);
+    return ok;
+  }
+  if (hpu_op_is_nn(n->op)) {
+    int ok = 1;
+    for (int i = 0; i < 4; i++) ok &= push_scalar_kind(s, p->nn.s[i]) & push(s, p->nn.i[i]);
+    return ok;
+  }
+  switch (n->op) {
+    case HPU_OP_FILL: return push_scalar_kind(s, p->fill.value);
+    case HPU_OP_ADD: case HPU_OP_SUB: case HPU_OP_MUL: case HPU_OP_DIV:
+      return push_scalar_kind(s, p->binary.alpha) & push_scalar_kind(s, p->binary.other) &
+             push(s, p->binary.rounding);
+    case HPU_OP_MATMUL: return push_scalar_kind(s, p->matmul.alpha) & push_scalar_kind(s, p->matmul.beta);
+    default: return 1; /* RNG seed/offset and bounds vary per step */
+  }
+}
+
+int hpu_signature_build(hpu_signature_t *s, const hpu_node_t *nodes, int n) {
+  memset(s, 0, sizeof *s);
+  int ok = push(s, n);
+  for (int i = 0; i < n && ok; i++) {
+    const hpu_node_t *node = &nodes[i];
+    ok &= push(s, (int64_t)node->op << 16 | node->num_inputs << 8 | node->num_outputs);
+    ok &= push(s, node->compute_dtype);
+    for (int k = 0; k < node->num_inputs; k++)
+      ok &= push(s, producer_of(nodes, i, &node->inputs[k])) & push_tensor(s, &node->inputs[k]);
+    for (int k = 0; k < node->num_outputs; k++) ok &= push_tensor(s, &node->outputs[k]);
+    ok &= push_params(s, node);
+  }
+  if (!ok) {
+    hpu_signature_free(s);
+    return 0;
+  }
+  uint64_t h = 1469598103934665603ULL;
+  const unsigned char *bytes = (const unsigned char *)s->words;
+  for (size_t i = 0; i < s->len * sizeof(int64_t); i++) h = (h ^ bytes[i]) * 1099511628211ULL;
+  s->hash = h;
+  s->num_nodes = n;
+  return 1;
+}
+
+void hpu_signature_free(hpu_signature_t *s) {
+  free(s->words);
+  memset(s, 0, sizeof *s);
+}
+
+int hpu_signature_equal(const hpu_signature_t *a, const hpu_signature_t *b) {
+  return a->hash == b->hash && a->len == b->len &&
+         memcmp(a->words, b->words, a->len * sizeof(int64_t)) == 0;
+}
+
+/* Walks both signatures node by node; the header word of a node holds its
+ * op and operand counts, so the first difference is found without parsing
+ * the rest. */
+static size_t param_words(hpu_op_t op) {
+  if (hpu_op_is_pointwise(op) || hpu_op_is_nn(op)) return 8;
+  switch (op) {
+    case HPU_OP_FILL: return 1;
+    case HPU_OP_ADD: case HPU_OP_SUB: case HPU_OP_MUL: case HPU_OP_DIV: return 3;
+    case HPU_OP_MATMUL: return 2;
+    default: return 0;
+  }
+}
+
+static size_t node_words(const int64_t *w) {
+  int nin = (int)(w[0] >> 8 & 0xff), nout = (int)(w[0] & 0xff);
+  size_t k = 2;
+  for (int i = 0; i < nin; i++) k += 1 + 1 + 2 * (size_t)(w[k + 1] & 0xff);
+  for (int i = 0; i < nout; i++) k += 1 + 2 * (size_t)(w[k] & 0xff);
+  return k + param_words((hpu_op_t)(w[0] >> 16));
+}
+
+static void shape_text(const int64_t *t, char *buf, size_t len) {
+  int nd = (int)(*t & 0xff);
+  size_t used = (size_t)snprintf(buf, len, "[");
+  for (int d = 0; d < nd && used < len; d++)
+    used += (size_t)snprintf(buf + used, len - used, d ? ", %lld" : "%lld", (long long)t[1 + 2 * d]);
+  if (used < len) snprintf(buf + used, len - used, "]");
+}
+
+void hpu_signature_explain(const hpu_signature_t *prev, const hpu_signature_t *cur,
+                           const hpu_node_t *nodes, char *buf, size_t len) {
+  if (!prev || prev->len == 0) {
+    snprintf(buf, len, "first graph on this card (%d nodes)", cur->num_nodes);
+    return;
+  }
+  size_t a = 1, b = 1;
+  for (int i = 0; i < cur->num_nodes; i++) {
+    if (i >= prev->num_nodes || a >= prev->len) {
+      snprintf(buf, len, "the graph grew from %d to %d nodes (new node %d: %s)", prev->num_nodes,
+               cur->num_nodes, i, hpu_op_name(nodes[i].op));
+      return;
+    }
+    const int64_t *pw = prev->words + a, *cw = cur->words + b;
+    size_t pn = node_words(pw), cn = node_words(cw);
+    if (pw[0] != cw[0]) {
+      snprintf(buf, len, "node %d is %s, was %s: the op sequence changed", i,
+               hpu_op_name(nodes[i].op), hpu_op_name((hpu_op_t)(pw[0] >> 16)));
+      return;
+    }
+    if (pn != cn || memcmp(pw, cw, cn * sizeof(int64_t)) != 0) {
+      /* Same op: find the operand whose shape (or layout/dtype) changed. */
+      const hpu_node_t *n = &nodes[i];
+      size_t k = 2;
+      for (int op_i = 0; op_i < n->num_inputs + n->num_outputs; op_i++) {
+        int is_in = op_i < n->num_inputs;
+        if (is_in) {
+          if (pw[k] != cw[k]) {
+            snprintf(buf, len, "node %d (%s): input %d now comes from %s", i, hpu_op_name(n->op),
+                     op_i, cw[k] ? "another node of the graph" : "outside the graph");
+            return;
+          }
+          k += 1;
+        }
+        size_t tw = 1 + 2 * (size_t)(cw[k] & 0xff);
+        size_t ptw = 1 + 2 * (size_t)(pw[k] & 0xff);
+        if (tw != ptw || memcmp(pw + k, cw + k, tw * sizeof(int64_t)) != 0) {
+          char was[256], now[256];
+          shape_text(pw + k, was, sizeof was);
+          shape_text(cw + k, now, sizeof now);
+          snprintf(buf, len, "node %d (%s): %s %d changed from %s to %s%s", i, hpu_op_name(n->op),
+                   is_in ? "input" : "output", is_in ? op_i : op_i - n->num_inputs, was, now,
+                   strcmp(was, now) == 0 ? " (same shape: strides, dtype or producer differ)" : "");
+          return;
+        }
+        k += tw;
+      }
+      snprintf(buf, len, "node %d (%s): a kernel parameter changed", i, hpu_op_name(n->op));
+      return;
+    }
+    a += pn;
+    b += cn;
+  }
+  if (prev->num_nodes != cur->num_nodes)
+    snprintf(buf, len, "the graph shrank from %d to %d nodes", prev->num_nodes, cur->num_nodes);
+  else
+    snprintf(buf, len, "same structure as the previous graph, evicted from the recipe cache");
+}

@@ -1,0 +1,177 @@
+"""Lazy mode: recording, flush points, the recipe cache and its counters."""
+import copy
+
+import pytest
+import torch
+import torch.nn as nn
+
+import habana_torch
+import habana_torch.core as htcore
+from habana_torch import _C
+from habana_torch.hpu.metrics import metric_global, recompile_reasons
+from conftest import run_python
+
+
+@pytest.fixture
+def lazy():
+    was = htcore.is_lazy()
+    htcore._set_lazy_mode(True)
+    yield
+    htcore._set_lazy_mode(was)
+
+
+def stats(name):
+    return dict(metric_global(name).stats())
+
+
+def train(device, model, batches, lazy_steps):
+    model = copy.deepcopy(model).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    losses = []
+    for x, y in batches:
+        loss = nn.functional.cross_entropy(model(x.to(device)), y.to(device))
+        opt.zero_grad()
+        loss.backward()
+        htcore.mark_step()
+        opt.step()
+        htcore.mark_step()
+        losses.append(loss.detach())
+    return [float(l.item()) for l in losses], model
+
+
+def make_batches(n=8, batch=16):
+    g = torch.Generator().manual_seed(0)
+    teacher = torch.randn(10, 3, generator=g)
+    xs = [torch.randn(batch, 10, generator=g) for _ in range(n)]
+    return [(x, (x @ teacher).argmax(1)) for x in xs]
+
+
+MODEL = nn.Sequential(nn.Linear(10, 32), nn.ReLU(), nn.Linear(32, 3))
+
+
+def test_ops_are_recorded_until_a_flush(lazy):
+    a = torch.ones(4, device="hpu")
+    torch.hpu.synchronize()
+    b = a * 2 + 1
+    assert _C._lazy_pending(0) >= 2  # recorded, not run
+    htcore.mark_step()
+    assert _C._lazy_pending(0) == 0
+    assert b.cpu().tolist() == [3.0] * 4
+
+
+@pytest.mark.parametrize("trigger", ["item", "cpu", "print", "fallback", "synchronize", "event"])
+def test_flush_triggers(lazy, trigger, capsys):
+    a = torch.arange(4.0, device="hpu")
+    torch.hpu.synchronize()
+    b = a + 10
+    assert _C._lazy_pending(0) > 0
+    if trigger == "item":
+        assert b[1].item() == 11.0
+    elif trigger == "cpu":
+        assert b.cpu().tolist() == [10.0, 11.0, 12.0, 13.0]
+    elif trigger == "print":
+        print(b)
+        assert "10., 11., 12., 13." in capsys.readouterr().out
+    elif trigger == "fallback":
+        assert torch.cumsum(b, 0).cpu().tolist() == [10.0, 21.0, 33.0, 46.0]
+    elif trigger == "synchronize":
+        torch.hpu.synchronize()
+    elif trigger == "event":
+        e = torch.hpu.Event()
+        e.record()
+        e.synchronize()
+        assert e.query()
+    assert _C._lazy_pending(0) == 0
+
+
+def test_graph_size_bound_flushes():
+    r = run_python("""
+        import torch, habana_torch
+        from habana_torch import _C
+        a = torch.zeros(8, device="hpu")
+        for i in range(25):
+            a.add_(1)
+        print(_C._lazy_pending(0), a.cpu()[0].item())
+    """, env={"PT_HPU_LAZY_MODE": "1", "PT_HPU_MAX_GRAPH_NODES": "10"})
+    assert r.returncode == 0, r.stderr
+    pending, value = r.stdout.split()
+    # 26 recorded nodes (the zeros fill + 25 adds) with a bound of 10: two
+    # graphs of 10 were launched on their own, 6 nodes still wait.
+    assert int(pending) == 6 and float(value) == 25.0
+
+
+def test_lazy_training_equals_eager_and_cpu():
+    batches = make_batches()
+    torch.manual_seed(0)
+    model = copy.deepcopy(MODEL)
+    eager_losses, eager_model = train("hpu", model, batches, False)
+    htcore._set_lazy_mode(True)
+    try:
+        lazy_losses, lazy_model = train("hpu", model, batches, True)
+    finally:
+        htcore._set_lazy_mode(False)
+    cpu_losses, _ = train("cpu", model, batches, False)
+    assert lazy_losses == eager_losses  # same kernels, same order: bitwise
+    for p_l, p_e in zip(lazy_model.parameters(), eager_model.parameters()):
+        assert torch.equal(p_l.cpu(), p_e.cpu())
+    torch.testing.assert_close(torch.tensor(lazy_losses), torch.tensor(cpu_losses), rtol=1e-5, atol=1e-6)
+
+
+def test_steady_state_compiles_nothing(lazy):
+    batches = make_batches(n=6)
+    model = copy.deepcopy(MODEL).to("hpu")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    compiles = []
+    for step, (x, y) in enumerate(batches):
+        for group in opt.param_groups:  # a per-step scalar must not recompile
+            group["lr"] = 0.1 / (step + 1)
+        loss = nn.functional.cross_entropy(model(x.to("hpu")), y.to("hpu"))
+        opt.zero_grad()
+        loss.backward()
+        htcore.mark_step()
+        opt.step()
+        htcore.mark_step()
+        compiles.append(stats("graph_compilation")["TotalNumber"])
+    assert compiles[2] > 0
+    assert compiles[-1] == compiles[2], compiles  # from step 3 on: nothing new
+    assert stats("recipe_cache")["Hits"] > 0
+
+
+def test_new_batch_shape_recompiles_once_and_says_why(lazy):
+    w = torch.randn(16, 8, device="hpu")
+    def step(batch):
+        x = torch.randn(batch, 16, device="hpu")
+        y = (x @ w).relu() * 2
+        htcore.mark_step()
+        return y
+    step(4)
+    step(4)
+    before = stats("graph_compilation")["TotalNumber"]
+    step(6)
+    after_first = stats("graph_compilation")["TotalNumber"]
+    step(6)
+    step(4)
+    assert after_first == before + 1
+    assert stats("graph_compilation")["TotalNumber"] == after_first  # 6 and 4 both cached now
+    reason = [r for r in recompile_reasons() if "[4, 16]" in r and "[6, 16]" in r]
+    assert reason, recompile_reasons()[:3]
+
+
+def test_compile_log(tmp_path):
+    r = run_python("""
+        import torch, habana_torch, habana_torch.core as htcore
+        for n in (3, 5):
+            x = torch.ones(n, device="hpu") * 2
+            htcore.mark_step()
+    """, env={"PT_HPU_LAZY_MODE": "1", "PT_HPU_LOG_GRAPH_COMPILE": "1"})
+    assert r.returncode == 0, r.stderr
+    assert "graph compile hpu:0" in r.stderr
+    assert "changed from [3] to [5]" in r.stderr
+
+
+def test_errors_surface_at_the_op_in_lazy_mode(lazy):
+    with pytest.raises(RuntimeError, match="same device"):
+        torch.ones(2, device="hpu") + torch.ones(2)
+    with pytest.raises(RuntimeError, match="size of tensor"):
+        torch.ones(2, 3, device="hpu") * torch.ones(4, device="hpu")
+    assert (torch.ones(2, device="hpu") * 3).cpu().tolist() == [3.0, 3.0]
