@@ -162,6 +162,23 @@ hcclResult_t hccl_bootstrap_start_root(const struct sockaddr_in *addr, uint64_t 
   return hcclSuccess;
 }
 
+/* A fresh id whose root listens on addr (port chosen by the system): used
+ * by split, which must ignore HCCL_COMM_ID. */
+hcclResult_t hccl_make_unique_id(const struct sockaddr_in *addr, int64_t timeout_ms, hcclUniqueId *out) {
+  hccl_id_t id;
+  memset(&id, 0, sizeof id);
+  id.magic = HCCL_ID_MAGIC;
+  id.version = HCCL_PROTO_VERSION;
+  id.nonce = random_u64();
+  struct sockaddr_in a = *addr;
+  a.sin_port = 0;
+  hcclResult_t r = hccl_bootstrap_start_root(&a, id.nonce, timeout_ms, &id.root);
+  if (r != hcclSuccess) return r;
+  memset(out, 0, sizeof *out);
+  memcpy(out->internal, &id, sizeof id);
+  return hcclSuccess;
+}
+
 hcclResult_t hcclGetUniqueId(hcclUniqueId *out) {
   if (!out) return hccl_err(hcclInvalidArgument, "hcclGetUniqueId: NULL argument");
   hccl_id_t id;

@@ -376,7 +376,10 @@ hcclResult_t hcclCommSplit(hcclComm_t comm, int color, int key, hcclComm_t *newc
     size++;
     if (all[i].key < key || (all[i].key == key && i < comm->rank)) myrank++;
   }
-  if (leader == comm->rank && (r = hcclGetUniqueId(&mine.id)) != hcclSuccess) {
+  /* The new root listens where this rank's peers already reach it. */
+  if (leader == comm->rank &&
+      (r = hccl_make_unique_id(&comm->info[comm->rank].listen_addr, atomic_load(&comm->timeout_ms), &mine.id)) !=
+          hcclSuccess) {
     /* Still take part in the gather so the others do not hang. */
     memset(&mine.id, 0, sizeof mine.id);
   }

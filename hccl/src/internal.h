@@ -70,6 +70,7 @@ hcclResult_t hccl_bootstrap_start_root(const struct sockaddr_in *addr, uint64_t 
 hcclResult_t hccl_bootstrap_exchange(const hccl_id_t *id, int nranks, int rank, int device,
                                      int64_t timeout_ms, int *listen_fd, uint64_t *session,
                                      hccl_rank_info_t *infos);
+hcclResult_t hccl_make_unique_id(const struct sockaddr_in *addr, int64_t timeout_ms, hcclUniqueId *out);
 void hccl_host_identity(uint64_t *hash, char *text, size_t len);
 
 /* ---- sockets (socket.c) ---- */
