@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,12 +143,14 @@ static hcclResult_t build_topology(hcclComm_t comm) {
   return hcclSuccess;
 }
 
-static int default_spin(int local_n) {
-  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  int64_t env = hccl_env_int("HCCL_SPIN", -1);
-  if (env >= 0) return (int)env;
-  /* Spinning only pays when every local rank can own a core. */
-  return local_n <= cpus ? 200000 : 2000;
+/* Spinning only pays when every local rank can own a core: 50 us then,
+ * else 2 us (HCCL_SPIN_US overrides). */
+static int64_t default_spin_ns(int local_n) {
+  int64_t env = hccl_env_int("HCCL_SPIN_US", -1);
+  if (env >= 0) return env * 1000;
+  cpu_set_t set;
+  int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : (int)sysconf(_SC_NPROCESSORS_ONLN);
+  return local_n <= cpus ? 50000 : 2000;
 }
 
 hcclResult_t hcclCommInitRankConfig(hcclComm_t *out, int nranks, hcclUniqueId commId, int rank,
@@ -198,7 +201,9 @@ hcclResult_t hcclCommInitRankConfig(hcclComm_t *out, int nranks, hcclUniqueId co
     int pid = comm->info[comm->local_ranks[i]].pid;
     comm->pidfd[i] = pid == getpid() ? -1 : (int)syscall(SYS_pidfd_open, pid, 0);
   }
-  comm->spin_iters = default_spin(comm->local_n);
+  comm->spin_ns = default_spin_ns(comm->local_n);
+  /* Across hosts, local waits mostly cover network time: spin little. */
+  if (comm->nhosts > 1 && comm->spin_ns > 5000 && hccl_env_int("HCCL_SPIN_US", -1) < 0) comm->spin_ns = 5000;
   if ((r = hccl_shm_setup(comm)) != hcclSuccess) goto fail;
   if (comm->nhosts > 1 && (r = hccl_net_setup(comm, hccl_comm_deadline(comm))) != hcclSuccess) goto fail;
   hccl_debug("rank %d/%d: %d hosts, %d local ranks, segment %s", rank, nranks, comm->nhosts, comm->local_n,

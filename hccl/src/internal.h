@@ -176,7 +176,7 @@ struct hcclComm {
   unsigned step;               /* my post count (mirrors ctrl[local].step) */
   unsigned round;              /* staging round, its parity picks the buffer */
   uint64_t op_seq;
-  int spin_iters;
+  int64_t spin_ns;             /* how long a wait spins before it sleeps */
 
   atomic_int aborted;          /* local abort request (hcclCommAbort) */
   atomic_int failed;           /* an operation failed: comm unusable */
