@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph/fusion.h"
 #include "hpu/lazy.h"
 #include "hpu/status.h"
 #include "runtime/runtime.h"
@@ -14,6 +15,7 @@
 #define INLINE_NODES 1
 
 struct hpu_graph {
+  hpu_plan_t *plan; /* lazy mode's fusion plan, or NULL: node by node */
   hpu_node_t *nodes;
   int num_nodes, capacity;
   hpu_node_t inline_nodes[INLINE_NODES];
@@ -23,6 +25,7 @@ hpu_status_t hpu_graph_create(hpu_graph_t **graph) {
   if (!graph) return hpu_error(HPU_ERROR_INVALID_ARGUMENT, "graph_create: graph is NULL");
   hpu_graph_t *g = malloc(sizeof *g);
   if (!g) return hpu_error(HPU_ERROR_SYSTEM, "graph_create: out of host memory");
+  g->plan = NULL;
   g->nodes = g->inline_nodes;
   g->num_nodes = 0;
   g->capacity = INLINE_NODES;
@@ -32,6 +35,7 @@ hpu_status_t hpu_graph_create(hpu_graph_t **graph) {
 
 void hpu_graph_destroy(hpu_graph_t *graph) {
   if (!graph) return;
+  hpu_plan_free(graph->plan);
   if (graph->nodes != graph->inline_nodes) free(graph->nodes);
   free(graph);
 }
@@ -62,8 +66,14 @@ int hpu_graph_num_nodes(const hpu_graph_t *graph) { return graph ? graph->num_no
 const hpu_node_t *hpu_graph_nodes(const hpu_graph_t *graph) { return graph ? graph->nodes : NULL; }
 
 /* Runs on the stream worker. */
+void hpu_graph_attach_plan(struct hpu_graph *graph, hpu_plan_t *plan) {
+  hpu_plan_free(graph->plan);
+  graph->plan = plan;
+}
+
 static hpu_status_t run_graph(void *arg) {
   const hpu_graph_t *g = arg;
+  if (g->plan) return hpu_plan_execute(g->plan, g->nodes, g->num_nodes);
   for (int i = 0; i < g->num_nodes; i++) {
     hpu_status_t st = hpu_node_execute(&g->nodes[i]);
     if (st != HPU_SUCCESS) return st;

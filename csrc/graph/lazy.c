@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "graph/fusion.h"
 #include "graph/recipe_cache.h"
 #include "graph/signature.h"
 #include "hpu/device.h"
@@ -78,30 +79,53 @@ int hpu_recompile_reason(size_t n, char *buf, size_t len) {
   return ok;
 }
 
-/* Hashes the graph, looks its recipe up and compiles on a miss. */
+/* Hashes the graph, looks its recipe up and compiles on a miss; gives the
+ * graph its fusion plan. */
 static void compile_or_hit(int device, pending_t *p, hpu_graph_t *g) {
   const hpu_node_t *nodes = hpu_graph_nodes(g);
   int n = hpu_graph_num_nodes(g);
   double t0 = now_us();
+  uint8_t *dead = malloc((size_t)n);
+  if (!dead) return; /* host OOM: run node by node, uncached */
+  hpu_graph_dead_outputs(nodes, n, dead);
   hpu_signature_t sig;
-  if (!hpu_signature_build(&sig, nodes, n)) return; /* host OOM: run uncached */
-  hpu_signature_t copy = sig;
-  copy.words = malloc(sig.len * sizeof(int64_t));
-  if (copy.words) memcpy(copy.words, sig.words, sig.len * sizeof(int64_t));
-  copy.cap = copy.words ? sig.len : 0;
-  if (!copy.words) copy.len = 0;
-  if (hpu_recipe_cache_lookup_or_insert(&sig)) {
+  if (!hpu_signature_build(&sig, nodes, n, dead)) {
+    free(dead);
+    return;
+  }
+  hpu_plan_t *plan = NULL;
+  if (hpu_recipe_cache_lookup(&sig, &plan)) {
     hpu_metric_add("recipe_cache_hit", 1);
+    hpu_signature_free(&p->prev);
+    p->prev = sig;
   } else {
     hpu_metric_add("recipe_cache_miss", 1);
     hpu_metric_add("graph_compilation", 1);
     char why[512];
-    hpu_signature_explain(p->prev.len ? &p->prev : NULL, &copy, nodes, why, sizeof why);
+    hpu_signature_explain(p->prev.len ? &p->prev : NULL, &sig, nodes, why, sizeof why);
     note_reason(device, why);
+    hpu_plan_t *compiled = hpu_plan_build(nodes, n, dead);
+    plan = compiled ? hpu_plan_copy(compiled) : NULL;
+    hpu_signature_t cached = sig;
+    cached.words = malloc(sig.len * sizeof(int64_t));
+    if (cached.words) {
+      memcpy(cached.words, sig.words, sig.len * sizeof(int64_t));
+      cached.cap = sig.len;
+      hpu_recipe_cache_insert(&cached, compiled);
+    } else {
+      hpu_plan_free(compiled);
+    }
+    hpu_signature_free(&p->prev);
+    p->prev = sig;
     hpu_metric_add("graph_compilation_us", (int64_t)(now_us() - t0));
   }
-  hpu_signature_free(&p->prev);
-  p->prev = copy;
+  free(dead);
+  if (plan) {
+    hpu_metric_add("fused_nodes", plan->fused_nodes);
+    hpu_metric_add("fusion_groups", plan->num_groups);
+    hpu_metric_add("dropped_stores", plan->dropped_stores);
+    hpu_graph_attach_plan(g, plan);
+  }
 }
 
 hpu_status_t hpu_lazy_flush(int device) {

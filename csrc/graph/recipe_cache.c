@@ -1,9 +1,8 @@
-/* LRU recipe cache. A recipe today is the signature itself: the executor
- * runs a recorded graph's nodes in order, so compiling is hashing plus
- * bookkeeping. Fusion and buffer planning (issue: lazy mode) will hang their
- * plans on the cached entry. */
+/* LRU recipe cache: signature -> compiled plan (fused elementwise groups,
+ * intermediates kept out of memory). */
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "graph/recipe_cache.h"
 #include "hpu/lazy.h"
@@ -11,6 +10,7 @@
 
 typedef struct entry {
   hpu_signature_t sig;
+  hpu_plan_t *plan;
   struct entry *lru_prev, *lru_next; /* most recent at head */
   struct entry *chain;
 } entry_t;
@@ -51,37 +51,47 @@ static void remove_entry(entry_t *e) {
   if (*pp) *pp = e->chain;
   lru_unlink(e);
   hpu_signature_free(&e->sig);
+  hpu_plan_free(e->plan);
   free(e);
   count--;
 }
 
-int hpu_recipe_cache_lookup_or_insert(hpu_signature_t *sig) {
+int hpu_recipe_cache_lookup(const hpu_signature_t *sig, hpu_plan_t **plan) {
+  *plan = NULL;
   pthread_mutex_lock(&mu);
   for (entry_t *e = buckets[sig->hash % NBUCKETS]; e; e = e->chain) {
     if (hpu_signature_equal(&e->sig, sig)) {
       lru_unlink(e);
       lru_push_front(e);
+      if (e->plan) *plan = hpu_plan_copy(e->plan);
       pthread_mutex_unlock(&mu);
-      hpu_signature_free(sig);
       return 1;
     }
   }
-  entry_t *e = calloc(1, sizeof *e);
-  if (e) {
-    e->sig = *sig;
-    e->chain = buckets[sig->hash % NBUCKETS];
-    buckets[sig->hash % NBUCKETS] = e;
-    lru_push_front(e);
-    count++;
-    while (count > cache_capacity() && lru_tail && lru_tail != e) {
-      remove_entry(lru_tail);
-      hpu_metric_add("recipe_cache_evict", 1);
-    }
-  } else {
-    hpu_signature_free(sig);
-  }
   pthread_mutex_unlock(&mu);
   return 0;
+}
+
+void hpu_recipe_cache_insert(hpu_signature_t *sig, hpu_plan_t *plan) {
+  entry_t *e = calloc(1, sizeof *e);
+  if (!e) {
+    hpu_signature_free(sig);
+    hpu_plan_free(plan);
+    return;
+  }
+  e->sig = *sig;
+  e->plan = plan;
+  memset(sig, 0, sizeof *sig);
+  pthread_mutex_lock(&mu);
+  e->chain = buckets[e->sig.hash % NBUCKETS];
+  buckets[e->sig.hash % NBUCKETS] = e;
+  lru_push_front(e);
+  count++;
+  while (count > cache_capacity() && lru_tail && lru_tail != e) {
+    remove_entry(lru_tail);
+    hpu_metric_add("recipe_cache_evict", 1);
+  }
+  pthread_mutex_unlock(&mu);
 }
 
 size_t hpu_recipe_cache_size(void) {

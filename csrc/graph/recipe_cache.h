@@ -4,10 +4,14 @@
 
 #include "graph/signature.h"
 
-/* Looks the signature up; on a hit returns 1 (and marks the recipe most
- * recently used). On a miss inserts it (taking ownership of *sig's words,
- * evicting the least recently used recipe past capacity) and returns 0.
- * Either way *sig is left empty or owned by the cache: do not free it. */
-int hpu_recipe_cache_lookup_or_insert(hpu_signature_t *sig);
+#include "graph/fusion.h"
+
+/* Looks the signature up; on a hit returns 1, marks the recipe most
+ * recently used and sets *plan to a copy of its plan (NULL: none). On a miss
+ * returns 0 and leaves *plan NULL. The signature stays the caller's. */
+int hpu_recipe_cache_lookup(const hpu_signature_t *sig, hpu_plan_t **plan);
+/* Inserts a compiled recipe, taking ownership of sig's words and of plan
+ * (may be NULL), evicting the least recently used past capacity. */
+void hpu_recipe_cache_insert(hpu_signature_t *sig, hpu_plan_t *plan);
 
 #endif

@@ -68,13 +68,14 @@ static int push_params(hpu_signature_t *s, const hpu_node_t *n) {
   }
 }
 
-int hpu_signature_build(hpu_signature_t *s, const hpu_node_t *nodes, int n) {
+int hpu_signature_build(hpu_signature_t *s, const hpu_node_t *nodes, int n,
+                        const uint8_t *dead) {
   memset(s, 0, sizeof *s);
   int ok = push(s, n);
   for (int i = 0; i < n && ok; i++) {
     const hpu_node_t *node = &nodes[i];
     ok &= push(s, (int64_t)node->op << 16 | node->num_inputs << 8 | node->num_outputs);
-    ok &= push(s, node->compute_dtype);
+    ok &= push(s, (int64_t)node->compute_dtype | (int64_t)(dead ? dead[i] : 0) << 8);
     for (int k = 0; k < node->num_inputs; k++)
       ok &= push(s, producer_of(nodes, i, &node->inputs[k])) & push_tensor(s, &node->inputs[k]);
     for (int k = 0; k < node->num_outputs; k++) ok &= push_tensor(s, &node->outputs[k]);

@@ -451,3 +451,16 @@ hpu_status_t hpu_pointer_get_device(const void *p, int *device) {
   }
   return HPU_SUCCESS;
 }
+
+int hpu_memory_is_allocated(const void *block_start) {
+  int device = -1;
+  if (hpu_pointer_get_device(block_start, &device) != HPU_SUCCESS || device < 0) return 1;
+  card_t *c = &cards[device];
+  int found = 0;
+  pthread_mutex_lock(&c->mu);
+  if (c->nbuckets)
+    for (block_t *b = c->buckets[hash_ptr(block_start, c->nbuckets)]; b && !found; b = b->hnext)
+      found = b->ptr == block_start;
+  pthread_mutex_unlock(&c->mu);
+  return found;
+}

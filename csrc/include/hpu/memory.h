@@ -61,6 +61,11 @@ hpu_status_t hpu_mem_get_info(int device, size_t *free_bytes, size_t *total_byte
  * (owned by the core; dup it to keep it), its mapping and size. */
 hpu_status_t hpu_memory_arena(int device, int *memfd, void **base, size_t *size);
 
+/* 1 if block_start is the start of a live allocation of a card, or is not
+ * device memory at all (host buffers count as live); 0 for a freed block.
+ * Lazy mode uses it to find intermediates nobody holds any more. */
+int hpu_memory_is_allocated(const void *block_start);
+
 /* Which card's arena holds p; *device = -1 (and HPU_SUCCESS) for a pointer
  * outside every arena (host memory). */
 hpu_status_t hpu_pointer_get_device(const void *p, int *device);

@@ -7,6 +7,8 @@ Metrics known here:
                       [("TotalNumber", n), ("TotalTime", us), ("AvgTime", us)]
   recipe_cache        [("Hits", n), ("Misses", n), ("Evictions", n), ("Size", n)]
   graph_launch        [("TotalNumber", graphs launched), ("TotalNodes", nodes in them)]
+  fusion              [("FusedNodes", nodes run inside fused groups), ("Groups", n),
+                       ("DroppedStores", intermediates never written to memory)]
 """
 from .. import _C
 
@@ -58,6 +60,11 @@ def _launch_stats():
     return [("TotalNumber", _counter("graph_launch")), ("TotalNodes", _counter("graph_nodes"))]
 
 
+def _fusion_stats():
+    return [("FusedNodes", _counter("fused_nodes")), ("Groups", _counter("fusion_groups")),
+            ("DroppedStores", _counter("dropped_stores"))]
+
+
 def _reset(*names):
     def reset():
         for name in names:
@@ -66,11 +73,12 @@ def _reset(*names):
 
 
 _METRICS = {"cpu_fallback": _fallback_stats, "graph_compilation": _compile_stats,
-            "recipe_cache": _cache_stats, "graph_launch": _launch_stats}
+            "recipe_cache": _cache_stats, "graph_launch": _launch_stats, "fusion": _fusion_stats}
 _RESETS = {"cpu_fallback": _reset(_FALLBACK_PREFIX),
            "graph_compilation": _reset("graph_compilation"),  # prefix: also clears _us
            "recipe_cache": _reset("recipe_cache_"),
-           "graph_launch": _reset("graph_launch", "graph_nodes")}
+           "graph_launch": _reset("graph_launch", "graph_nodes"),
+           "fusion": _reset("fused_nodes", "fusion_groups", "dropped_stores")}
 
 
 def recompile_reasons():

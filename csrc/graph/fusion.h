@@ -1,0 +1,53 @@
+/* Elementwise fusion for lazy-mode graphs.
+ *
+ * A run of consecutive elementwise nodes over the same number of contiguous
+ * elements becomes one pass over memory: each thread walks its range in
+ * cache-sized tiles and evaluates every node of the run on the tile before
+ * moving on, so an intermediate is read back from cache, and is not written
+ * to memory at all when nobody holds it after the graph. */
+#ifndef HPU_GRAPH_FUSION_H
+#define HPU_GRAPH_FUSION_H
+
+#include <stdint.h>
+
+#include "hpu/op.h"
+
+#define HPU_FUSION_MAX_GROUP 32
+
+typedef struct hpu_fused_group {
+  int first, count;   /* nodes [first, first + count) of the graph */
+  int64_t numel;
+  /* For input k of member m: the member whose output it is (read from the
+   * tile), or -1 (read from memory). */
+  int8_t src[HPU_FUSION_MAX_GROUP][HPU_MAX_INPUTS];
+  uint8_t store[HPU_FUSION_MAX_GROUP]; /* write member m's output to memory */
+} hpu_fused_group_t;
+
+typedef struct hpu_plan {
+  int num_nodes;
+  int num_groups;
+  int *group_of;             /* per node: its group, or -1 (runs alone) */
+  hpu_fused_group_t *groups;
+  int fused_nodes;           /* nodes inside groups */
+  int dropped_stores;        /* intermediates never written to memory */
+} hpu_plan_t;
+
+/* dead[i] is 1 when node i's output is not needed after the graph (its
+ * block is free at flush time, or a later node of the graph overwrites the
+ * same view). Returns NULL on host out-of-memory or when nothing fuses. */
+hpu_plan_t *hpu_plan_build(const hpu_node_t *nodes, int n, const uint8_t *dead);
+hpu_plan_t *hpu_plan_copy(const hpu_plan_t *plan);
+void hpu_plan_free(hpu_plan_t *plan);
+
+/* Runs nodes with the plan (on the stream worker). */
+hpu_status_t hpu_plan_execute(const hpu_plan_t *plan, const hpu_node_t *nodes, int n);
+
+/* Gives the graph its plan (owned by the graph from here on); the worker
+ * then runs it with hpu_plan_execute. */
+struct hpu_graph;
+void hpu_graph_attach_plan(struct hpu_graph *graph, hpu_plan_t *plan);
+
+/* Per output of each node: 1 if dead after the graph (see above). */
+void hpu_graph_dead_outputs(const hpu_node_t *nodes, int n, uint8_t *dead);
+
+#endif
