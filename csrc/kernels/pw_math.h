@@ -1,0 +1,119 @@
+/* Branch-free float math for the pointwise kernels: written so that GCC
+ * vectorises loops calling them (selects instead of branches, bit casts
+ * through unions), unlike libm calls. Accuracy: within 2 ulp of the
+ * correctly rounded result (Cephes polynomials), close to the Sleef u10
+ * functions PyTorch's vectorised CPU kernels use; results may differ from
+ * PyTorch in the last bit (tests state tolerances). pw_erf_approx is the
+ * same Abramowitz-Stegun 7.1.26 formula PyTorch's Vectorized<float>::erf
+ * uses (and hence its gelu): absolute error < 1.5e-7. */
+#ifndef HPU_KERNELS_PW_MATH_H
+#define HPU_KERNELS_PW_MATH_H
+
+#include <math.h>
+#include <stdint.h>
+
+typedef union {
+  float f;
+  int32_t i;
+  uint32_t u;
+} pw_bits_t;
+
+static inline float pw_from_bits(int32_t i) {
+  pw_bits_t b;
+  b.i = i;
+  return b.f;
+}
+
+static inline int32_t pw_to_bits(float f) {
+  pw_bits_t b;
+  b.f = f;
+  return b.i;
+}
+
+/* e^x */
+static inline float pw_expf(float x) {
+  const float hi = 88.72283935546875f, lo = -103.97283935546875f;
+  float xc = x > hi ? hi : x;
+  xc = xc < lo ? lo : xc;
+  xc = xc == xc ? xc : 0.0f; /* NaN: fixed up at the end */
+  float n = rintf(xc * 1.44269504088896341f);
+  float r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  float y = p * (r * r) + r + 1.0f;
+  /* 2^n in two factors so that n down to -150 (subnormal results) works. */
+  int32_t ni = (int32_t)n;
+  int32_t n1 = ni >> 1, n2 = ni - n1;
+  y = y * pw_from_bits((n1 + 127) << 23) * pw_from_bits((n2 + 127) << 23);
+  y = x > hi ? INFINITY : y;
+  y = x < lo ? 0.0f : y;
+  return x != x ? x : y;
+}
+
+/* natural log */
+static inline float pw_logf(float x) {
+  int sub = x < 1.17549435e-38f; /* subnormal (or <= 0, handled below) */
+  float xs = sub ? x * 8388608.0f : x;
+  int32_t u = pw_to_bits(xs);
+  float e = (float)(((u >> 23) & 0xff) - 126 - (sub ? 23 : 0));
+  float m = pw_from_bits((u & 0x807fffff) | 0x3f000000); /* [0.5, 1) */
+  int small = m < 0.707106781186547524f;
+  e = small ? e - 1.0f : e;
+  m = small ? m + m - 1.0f : m - 1.0f;
+  float z = m * m;
+  float y = 7.0376836292e-2f;
+  y = y * m - 1.1514610310e-1f;
+  y = y * m + 1.1676998740e-1f;
+  y = y * m - 1.2420140846e-1f;
+  y = y * m + 1.4249322787e-1f;
+  y = y * m - 1.6668057665e-1f;
+  y = y * m + 2.0000714765e-1f;
+  y = y * m - 2.4999993993e-1f;
+  y = y * m + 3.3333331174e-1f;
+  y = y * m * z;
+  y = y + e * -2.12194440e-4f;
+  y = y - 0.5f * z;
+  float r = m + y;
+  r = r + e * 0.693359375f;
+  r = x == INFINITY ? x : r;
+  r = x == 0.0f ? -INFINITY : r;
+  r = x < 0.0f ? NAN : r;
+  return x != x ? x : r;
+}
+
+static inline float pw_tanhf(float x) {
+  float ax = fabsf(x);
+  float z = x * x;
+  float s = -5.70498872745e-3f;
+  s = s * z + 2.06390887954e-2f;
+  s = s * z - 5.37397155531e-2f;
+  s = s * z + 1.33314422036e-1f;
+  s = s * z - 3.33332819422e-1f;
+  s = s * z * x + x;
+  float e = pw_expf(ax + ax);
+  float l = 1.0f - 2.0f / (e + 1.0f);
+  l = copysignf(l, x);
+  return ax < 0.625f ? s : l;
+}
+
+static inline float pw_sigmoidf(float x) { return 1.0f / (1.0f + pw_expf(-x)); }
+
+/* PyTorch's Vectorized<float>::erf (used by its gelu). */
+static inline float pw_erf_approx(float x) {
+  float ax = fabsf(x);
+  float t = 1.0f / fmaf(0.3275911f, ax, 1.0f);
+  float r = fmaf(1.061405429f, t, -1.453152027f);
+  r = fmaf(r, t, 1.421413741f);
+  r = fmaf(r, t, -0.284496736f);
+  r = fmaf(r, t, 0.254829592f);
+  float e = -pw_expf(-(x * x));
+  float v = fmaf(e * t, r, 1.0f);
+  return copysignf(v, x) * (x == x ? 1.0f : x);
+}
+
+#endif
