@@ -235,3 +235,25 @@ def test_live_intermediates_are_stored(lazy):
     htcore.mark_step()
     assert torch.equal(t1.cpu(), x.cpu() * 2)
     assert torch.equal(t2.cpu(), x.cpu() * 2 + 1)
+
+
+def test_step_closures_run_after_the_graph(lazy):
+    seen = []
+    x = torch.ones(3, device="hpu")
+    y = x * 5
+    htcore.add_step_closure(lambda t, tag: seen.append((tag, t.cpu().tolist())), (y, "loss"))
+    assert seen == []  # nothing ran yet; the graph is still pending
+    assert _C._lazy_pending(0) > 0
+    htcore.mark_step()
+    assert seen == [("loss", [5.0, 5.0, 5.0])]
+
+
+def test_iter_mark_step(lazy):
+    total = torch.zeros(2, device="hpu")
+    flushed = []
+    for i in htcore.iter_mark_step(range(3)):
+        total.add_(i)
+        flushed.append(_C._lazy_pending(0))
+    assert _C._lazy_pending(0) == 0
+    assert total.cpu().tolist() == [3.0, 3.0]
+    assert flushed[1] <= 1  # mark_step ran between items

@@ -7,16 +7,50 @@ synchronize(), and when the graph reaches PT_HPU_MAX_GRAPH_NODES nodes.
 Eager mode (PT_HPU_LAZY_MODE=0, this build's default): each op is launched
 as it is called, and mark_step() only waits when sync=True.
 """
+import threading
+
 import torch
 
 from .. import _C
 from .. import hpu as _hpu
 
+_closures = threading.local()
+
+
+def add_step_closure(closure, args=(), run_async=False):
+    """Runs closure(*args) at the next mark_step(), after the step's graph
+    has run, as habana_frameworks.torch.core.add_step_closure: the place to
+    read values (loss.item()) without cutting the graph in the middle of a
+    step. run_async is accepted for compatibility; closures run in order on
+    the calling thread."""
+    if not hasattr(_closures, "pending"):
+        _closures.pending = []
+    _closures.pending.append((closure, tuple(args)))
+
+
+def _run_step_closures():
+    pending = getattr(_closures, "pending", None)
+    if not pending:
+        return
+    _closures.pending = []
+    for closure, args in pending:
+        closure(*args)
+
+
+def iter_mark_step(iterable):
+    """Yields the items of `iterable`, calling mark_step() before each next
+    item (and after the last), as habana_frameworks.torch.core.iter_mark_step."""
+    for item in iterable:
+        yield item
+        mark_step()
+
 
 def mark_step(device_str="", sync=False):
     """End of a step: launches the recorded graph of every card (or of
-    `device_str`) asynchronously; with sync=True also waits for it."""
+    `device_str`) asynchronously; with sync=True also waits for it. Step
+    closures registered with add_step_closure run afterwards."""
     if not _hpu.is_initialized():
+        _run_step_closures()
         return
     device = -1
     if device_str:
@@ -25,6 +59,7 @@ def mark_step(device_str="", sync=False):
     if sync:
         for i in ([device] if device >= 0 else range(_hpu.device_count())):
             _hpu.synchronize(i)
+    _run_step_closures()
 
 
 def is_lazy():
@@ -39,4 +74,4 @@ def _set_lazy_mode(enabled):
     _C._set_lazy(bool(enabled))
 
 
-__all__ = ["mark_step", "is_lazy"]
+__all__ = ["mark_step", "is_lazy", "add_step_closure", "iter_mark_step"]
