@@ -143,14 +143,16 @@ static hcclResult_t build_topology(hcclComm_t comm) {
   return hcclSuccess;
 }
 
-/* Spinning only pays when every local rank can own a core: 50 us then,
+/* Spinning only pays when every local rank can own a core: then spin up to
+ * 1 ms (as MPI and NCCL poll; on a busy machine a peer is often descheduled
+ * for longer than a short spin, and a futex wake-up costs a timeslice),
  * else 2 us (HCCL_SPIN_US overrides). */
 static int64_t default_spin_ns(int local_n) {
   int64_t env = hccl_env_int("HCCL_SPIN_US", -1);
   if (env >= 0) return env * 1000;
   cpu_set_t set;
   int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : (int)sysconf(_SC_NPROCESSORS_ONLN);
-  return local_n <= cpus ? 50000 : 2000;
+  return local_n <= cpus ? 1000000 : 2000;
 }
 
 hcclResult_t hcclCommInitRankConfig(hcclComm_t *out, int nranks, hcclUniqueId commId, int rank,

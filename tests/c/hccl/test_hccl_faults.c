@@ -19,6 +19,9 @@
 
 #include "hccl.h"
 #include "hccl_test_util.h"
+#include "hpu/device.h"
+#include "hpu/memory.h"
+#include "hpu/stream.h"
 #include "internal.h"   /* the unique id's layout, for the foreign-peer test */
 
 enum { OK = 0, UNEXPECTED_SUCCESS = 10, TOO_SLOW = 11, SETUP_FAILED = 12, WRONG_DATA = 13 };
@@ -299,6 +302,37 @@ static void test_mismatched_kind(void) {
   expect_codes("mismatched_kind", 3, codes, want);
 }
 
+/* ---- an error inside a collective queued on a card's stream ---- */
+static int stream_async_error(int rank, int n, hcclUniqueId id) {
+  hcclComm_t c = init(rank, n, id, 20000);
+  hpu_stream_t st;
+  float *d = NULL;
+  if (hpu_init() != HPU_SUCCESS || hpu_stream_default(0, &st) != HPU_SUCCESS ||
+      hpu_malloc(0, 4096 * sizeof(float), (void **)&d) != HPU_SUCCESS)
+    return SETUP_FAILED;
+  size_t count = rank == 1 ? 1000 : 1001;
+  double t0 = now_s();
+  /* enqueue succeeds and returns at once; the failure shows on the stream
+   * and as the communicator's asynchronous error */
+  if (hcclAllReduce(d, d, count, hcclFloat32, hcclSum, c, (hcclStream_t)&st) != hcclSuccess) return SETUP_FAILED;
+  hpu_status_t s = hpu_stream_synchronize(st);
+  hcclResult_t ae = hcclSuccess;
+  hcclCommGetAsyncError(c, &ae);
+  double dt = now_s() - t0;
+  fprintf(stderr, "  [stream rank %d] stream status %s (%s), async error %s after %.3f s\n", rank,
+          hpu_status_name(s), hpu_last_error(), hcclGetErrorString(ae), dt);
+  int v = s != HPU_SUCCESS && ae != hcclSuccess ? (dt < 2.0 ? OK : TOO_SLOW) : UNEXPECTED_SUCCESS;
+  hpu_free(0, d);
+  hcclCommDestroy(c);
+  return v;
+}
+
+static void test_stream_async_error(void) {
+  int codes[2], want[2] = {OK, OK};
+  run_ranks(2, stream_async_error, codes, 30);
+  expect_codes("stream_async_error", 2, codes, want);
+}
+
 /* ---- abort from another thread ---- */
 static void *aborter(void *arg) {
   usleep(300000);
@@ -393,6 +427,7 @@ int main(void) {
   CU_add_test(s, "mismatched_p2p", test_mismatched_p2p);
   CU_add_test(s, "mismatched_kind", test_mismatched_kind);
   CU_add_test(s, "abort_from_thread", test_abort_from_thread);
+  CU_add_test(s, "stream_async_error", test_stream_async_error);
   CU_add_test(s, "foreign_peer", test_foreign_peer);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
