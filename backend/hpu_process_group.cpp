@@ -1,0 +1,1046 @@
+// The "hccl" process-group backend: a c10d::Backend over the HCCL C API.
+//
+// Thin by design: argument checks that need at::Tensor, the tensor ->
+// (pointer, count, dtype) mapping, and the c10d Work/Future plumbing live
+// here; every collective, its ordering, timeouts and peer-death handling are
+// HCCL's. A collective on hpu tensors is enqueued on the card's current
+// stream (behind the compute already queued; lazy mode flushes the pending
+// graph at that enqueue) and returns at once. A watcher thread per backend
+// waits for an event recorded behind it and then completes the Work and its
+// Future (with the tensor list, as DDP's comm hooks expect) or fails them
+// with HCCL's error text. Collectives on CPU tensors run synchronously on
+// the calling thread (HCCL's NULL stream).
+#ifdef HPU_WITH_HCCL
+
+#include <pybind11/chrono.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <torch/csrc/Exceptions.h>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/library.h>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/Types.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+#include <torch/csrc/utils/pybind.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "hpu_common.h"
+
+extern "C" {
+#include "hccl.h"
+}
+
+namespace py = pybind11;
+
+namespace habana_torch {
+namespace {
+
+using c10d::OpType;
+using c10d::ReduceOp;
+using Stream = hpu_stream_t;
+
+std::string hccl_message(hcclComm_t comm, hcclResult_t r) {
+  const char* last = hcclGetLastError(comm);
+  std::string msg = hcclGetErrorString(r);
+  if (last && *last) msg += std::string(": ") + last;
+  return msg;
+}
+
+// Bad arguments are ValueError; everything else (peer died, timed out,
+// aborted, system errors) is torch.distributed.DistBackendError.
+[[noreturn]] void throw_hccl(hcclComm_t comm, hcclResult_t r, const char* what) {
+  std::string msg = std::string("hccl ") + what + " failed: " + hccl_message(comm, r);
+  if (r == hcclInvalidArgument || r == hcclInvalidUsage) TORCH_CHECK_VALUE(false, msg);
+  C10_THROW_ERROR(DistBackendError, msg);
+}
+
+hcclDataType_t to_hccl_dtype(at::ScalarType t) {
+  switch (t) {
+    case at::kChar: return hcclInt8;
+    case at::kByte: case at::kBool: return hcclUint8;
+    case at::kInt: return hcclInt32;
+    case at::kLong: return hcclInt64;
+    case at::kHalf: return hcclFloat16;
+    case at::kFloat: return hcclFloat32;
+    case at::kDouble: return hcclFloat64;
+    case at::kBFloat16: return hcclBfloat16;
+    default: break;
+  }
+  TORCH_CHECK_TYPE(false, "hccl: unsupported tensor dtype ", t,
+                   " (supported: int8, uint8, bool, int32, int64, float16, bfloat16, float32, float64, "
+                   "complex for sum/avg)");
+}
+
+// A complex tensor travels as its real view (sum-like reductions only).
+at::Tensor as_wire(const at::Tensor& t) {
+  return t.is_complex() ? at::view_as_real(t) : t;
+}
+
+hcclRedOp_t to_hccl_op(const ReduceOp& op, const at::Tensor& t) {
+  bool complex = t.is_complex();
+  if (t.scalar_type() == at::kBool) {
+    // As NCCL: sum/any of bools is max, product/all is min.
+    if (op == ReduceOp::SUM || op == ReduceOp::MAX) return hcclMax;
+    if (op == ReduceOp::PRODUCT || op == ReduceOp::MIN) return hcclMin;
+    TORCH_CHECK_VALUE(false, "hccl: reduce op ", (int)op.op_, " is not supported for bool tensors");
+  }
+  switch (op.op_) {
+    case ReduceOp::SUM: return hcclSum;
+    case ReduceOp::AVG: return hcclAvg;
+    case ReduceOp::PREMUL_SUM: return hcclSum;  // the factor is applied first
+    case ReduceOp::PRODUCT:
+      TORCH_CHECK_VALUE(!complex, "hccl: PRODUCT is not supported for complex tensors");
+      return hcclProd;
+    case ReduceOp::MIN:
+      TORCH_CHECK_VALUE(!complex, "hccl: MIN is not supported for complex tensors");
+      return hcclMin;
+    case ReduceOp::MAX:
+      TORCH_CHECK_VALUE(!complex, "hccl: MAX is not supported for complex tensors");
+      return hcclMax;
+    default: break;
+  }
+  TORCH_CHECK_VALUE(false, "hccl: reduce op BAND/BOR/BXOR is not supported (use SUM, AVG, PRODUCT, MIN, MAX, "
+                    "PREMUL_SUM)");
+}
+
+void apply_premul(const ReduceOp& op, at::Tensor& t) {
+  if (op != ReduceOp::PREMUL_SUM) return;
+  auto* s = dynamic_cast<c10d::PreMulSumSupplement*>(op.supplement_.get());
+  TORCH_CHECK_VALUE(s, "hccl: PREMUL_SUM without a factor");
+  if (s->tensor_factor.defined()) t.mul_(s->tensor_factor.to(t.device()));
+  else t.mul_(s->double_factor);
+}
+
+class WorkHCCL : public c10d::Work {
+ public:
+  WorkHCCL(int rank, OpType type, std::vector<at::Tensor> outputs)
+      : c10d::Work(rank, type), outputs_(std::move(outputs)),
+        future_(c10::make_intrusive<at::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
+
+  bool isCompleted() override {
+    std::lock_guard<std::mutex> g(mutex_);
+    return completed_;
+  }
+  bool isSuccess() const override {
+    std::lock_guard<std::mutex> g(mutex_);
+    return completed_ && !exception_;
+  }
+  std::exception_ptr exception() const override {
+    std::lock_guard<std::mutex> g(mutex_);
+    return exception_;
+  }
+  std::vector<at::Tensor> result() override { return outputs_; }
+  // The card's queue is in order: work queued after this call on the card
+  // runs after the collective, so there is nothing to do.
+  void synchronize() override {}
+  bool wait(std::chrono::milliseconds timeout) override {
+    std::unique_lock<std::mutex> lock(mutex_);
+    auto done = [&] { return completed_; };
+    if (timeout == kNoTimeout || timeout.count() < 0) {
+      cv_.wait(lock, done);
+    } else if (!cv_.wait_for(lock, timeout, done)) {
+      C10_THROW_ERROR(DistBackendError, c10::str("hccl: ", c10d::opTypeToString(opType_),
+                                                 " did not complete within ", timeout.count(), " ms"));
+    }
+    if (exception_) std::rethrow_exception(exception_);
+    return true;
+  }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+
+  void complete(std::exception_ptr error) {
+    {
+      std::lock_guard<std::mutex> g(mutex_);
+      completed_ = true;
+      exception_ = error;
+    }
+    cv_.notify_all();
+    if (error) future_->setError(error);
+    else future_->markCompleted(c10::IValue(outputs_));
+  }
+
+ private:
+  std::vector<at::Tensor> outputs_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+class ProcessGroupHCCL : public c10d::Backend {
+ public:
+  ProcessGroupHCCL(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, int64_t timeout_ms,
+                   int device)
+      : c10d::Backend(rank, size), device_(device), timeout_ms_(timeout_ms) {
+    ensure_initialized();
+    check_device_index(device);
+    hcclUniqueId id;
+    const std::string key = "hccl_unique_id";
+    if (rank == 0) {
+      hcclResult_t r = hcclGetUniqueId(&id);
+      if (r != hcclSuccess) throw_hccl(nullptr, r, "hcclGetUniqueId");
+      store->set(key, std::vector<uint8_t>(id.internal, id.internal + sizeof id.internal));
+    } else {
+      std::vector<uint8_t> v = store->get(key);
+      TORCH_CHECK(v.size() == sizeof id.internal, "hccl: bad unique id in the store (", v.size(), " bytes)");
+      memcpy(id.internal, v.data(), v.size());
+    }
+    hcclConfig_t cfg = HCCL_CONFIG_INITIALIZER;
+    cfg.timeoutMs = (int)std::min<int64_t>(std::max<int64_t>(timeout_ms, 1), INT32_MAX);
+    hcclResult_t r = hcclCommInitRankConfig(&comm_, size, id, rank, &cfg);
+    if (r != hcclSuccess) throw_hccl(nullptr, r, "hcclCommInitRank");
+    start_watcher();
+  }
+
+  // A communicator split from `parent` (hcclCommSplit; collective over the
+  // parent's ranks; color < 0 means this rank takes no part).
+  ProcessGroupHCCL(ProcessGroupHCCL& parent, int color, int key, int rank, int size)
+      : c10d::Backend(rank, size), device_(parent.device_), timeout_ms_(parent.timeout_ms_) {
+    hcclConfig_t cfg = HCCL_CONFIG_INITIALIZER;
+    cfg.timeoutMs = (int)std::min<int64_t>(std::max<int64_t>(timeout_ms_, 1), INT32_MAX);
+    hcclResult_t r = hcclCommSplit(parent.comm(), color, key, &comm_, &cfg);
+    if (r != hcclSuccess) throw_hccl(parent.comm(), r, "hcclCommSplit");
+    TORCH_CHECK(comm_ != nullptr, "hccl: split produced no communicator for this rank");
+    start_watcher();
+  }
+
+  ~ProcessGroupHCCL() override {
+    try {
+      shutdown();
+    } catch (...) {
+    }
+  }
+
+  const std::string getBackendName() const override { return "hccl"; }
+  bool supportsSplitting() const override { return false; }
+  hcclComm_t comm() {
+    TORCH_CHECK(comm_, "hccl: the process group was shut down");
+    return comm_;
+  }
+  int device() const { return device_; }
+
+  void setTimeout(std::chrono::milliseconds timeout) override {
+    timeout_ms_ = timeout.count();
+    hcclCommSetTimeout(comm(), (int)std::min<int64_t>(std::max<int64_t>(timeout_ms_, 1), INT32_MAX));
+  }
+
+  // Normal end: the queued work finishes (or fails within the timeout), then
+  // the communicator and its shared memory are released.
+  void shutdown() override {
+    std::lock_guard<std::mutex> g(life_);
+    if (!comm_) return;
+    stop_watcher();
+    hcclResult_t async = hcclSuccess;
+    hcclCommGetAsyncError(comm_, &async);
+    hcclComm_t c;
+    {
+      std::lock_guard<std::mutex> g2(cmutex_);
+      c = comm_;
+      comm_ = nullptr;
+    }
+    if (async != hcclSuccess) hcclCommAbort(c);
+    else hcclCommDestroy(c);
+  }
+
+  void abort() override {
+    std::lock_guard<std::mutex> g(life_);
+    hcclComm_t c;
+    {
+      std::lock_guard<std::mutex> g2(cmutex_);
+      c = comm_;
+      comm_ = nullptr;
+    }
+    if (!c) return;
+    hcclCommAbort(c);  // fails the queued work, which the watcher reports
+    stop_watcher();
+  }
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override {
+    auto t = single(tensors, "broadcast");
+    auto w = as_wire(t);
+    return run(OpType::BROADCAST, {t}, {w}, "hcclBroadcast", [&](hcclStream_t s) {
+      return hcclBroadcast(w.data_ptr(), w.data_ptr(), w.numel(), to_hccl_dtype(w.scalar_type()),
+                           (int)opts.rootRank, comm(), s);
+    });
+  }
+
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override {
+    auto t = single(tensors, "allreduce");
+    TORCH_CHECK_VALUE(t.layout() == at::kStrided, "hccl: allreduce of sparse tensors is not supported");
+    return allreduce_list({t}, opts.reduceOp, OpType::ALLREDUCE);
+  }
+
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                                     const c10d::AllreduceCoalescedOptions& opts) override {
+    TORCH_CHECK_VALUE(!tensors.empty(), "hccl: allreduce_coalesced needs at least one tensor");
+    for (auto& t : tensors) check_tensor(t, "allreduce_coalesced", tensors[0]);
+    return allreduce_list(tensors, opts.reduceOp, OpType::ALLREDUCE_COALESCED);
+  }
+
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                        const c10d::ReduceOptions& opts) override {
+    auto t = single(tensors, "reduce");
+    hcclRedOp_t op = to_hccl_op(opts.reduceOp, t);
+    if (opts.reduceOp == ReduceOp::PREMUL_SUM) apply_premul(opts.reduceOp, t);
+    auto w = as_wire(t);
+    return run(OpType::REDUCE, {t}, {w}, "hcclReduce", [&](hcclStream_t s) {
+      return hcclReduce(w.data_ptr(), w.data_ptr(), w.numel(), to_hccl_dtype(w.scalar_type()), op,
+                        (int)opts.rootRank, comm(), s);
+    });
+  }
+
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override {
+    auto in = single(inputs, "allgather");
+    TORCH_CHECK_VALUE(outputs.size() == 1, "hccl: allgather takes one output list per process, got ",
+                      outputs.size());
+    auto& outs = outputs[0];
+    check_list(outs, in, "allgather output");
+    auto flat = at::empty({(int64_t)size_ * in.numel()}, in.options());
+    auto wi = as_wire(in), wf = as_wire(flat);
+    std::vector<at::Tensor> keep = {in, flat};
+    return run(
+        OpType::ALLGATHER, outs, keep, "hcclAllGather",
+        [&](hcclStream_t s) {
+          return hcclAllGather(wi.data_ptr(), wf.data_ptr(), wi.numel(), to_hccl_dtype(wi.scalar_type()), comm(),
+                               s);
+        },
+        [&] {
+          for (int i = 0; i < size_; i++)
+            outs[i].view({-1}).copy_(flat.narrow(0, i * in.numel(), in.numel()));
+        });
+  }
+
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& out, at::Tensor& in,
+                                                 const c10d::AllgatherOptions& opts) override {
+    check_tensor(in, "allgather_into_tensor", in);
+    check_tensor(out, "allgather_into_tensor", in);
+    TORCH_CHECK_VALUE(out.numel() == in.numel() * size_, "hccl: allgather_into_tensor: output has ", out.numel(),
+                      " elements, expected input numel * world size = ", in.numel() * size_);
+    auto wi = as_wire(in), wo = as_wire(out);
+    return run(OpType::_ALLGATHER_BASE, {out}, {in}, "hcclAllGather", [&](hcclStream_t s) {
+      return hcclAllGather(wi.data_ptr(), wo.data_ptr(), wi.numel(), to_hccl_dtype(wi.scalar_type()), comm(), s);
+    });
+  }
+
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     const c10d::AllgatherOptions& opts) override {
+    TORCH_CHECK_VALUE(outputs.size() == inputs.size() && !inputs.empty(),
+                      "hccl: allgather_coalesced needs one output list per input");
+    std::vector<at::Tensor> flats, outs, keep;
+    for (size_t k = 0; k < inputs.size(); k++) {
+      check_tensor(inputs[k], "allgather_coalesced", inputs[0]);
+      check_list(outputs[k], inputs[k], "allgather_coalesced output");
+      flats.push_back(at::empty({(int64_t)size_ * inputs[k].numel()}, inputs[k].options()));
+      for (auto& o : outputs[k]) outs.push_back(o);
+      keep.push_back(inputs[k]);
+      keep.push_back(flats.back());
+    }
+    return run(
+        OpType::ALLGATHER_COALESCED, outs, keep, "hcclAllGather",
+        [&](hcclStream_t s) {
+          return grouped([&]() -> hcclResult_t {
+            for (size_t k = 0; k < inputs.size(); k++) {
+              auto wi = as_wire(inputs[k]), wf = as_wire(flats[k]);
+              hcclResult_t r = hcclAllGather(wi.data_ptr(), wf.data_ptr(), wi.numel(),
+                                             to_hccl_dtype(wi.scalar_type()), comm(), s);
+              if (r != hcclSuccess) return r;
+            }
+            return hcclSuccess;
+          });
+        },
+        [&] {
+          for (size_t k = 0; k < inputs.size(); k++) {
+            int64_t n = inputs[k].numel();
+            for (int i = 0; i < size_; i++) outputs[k][i].view({-1}).copy_(flats[k].narrow(0, i * n, n));
+          }
+        });
+  }
+
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::AllgatherOptions& opts) override {
+    TORCH_CHECK_VALUE(outputs.size() == inputs.size() && !inputs.empty(),
+                      "hccl: allgather_into_tensor_coalesced needs as many outputs as inputs");
+    for (size_t k = 0; k < inputs.size(); k++) {
+      check_tensor(inputs[k], "allgather_into_tensor_coalesced", inputs[0]);
+      check_tensor(outputs[k], "allgather_into_tensor_coalesced", inputs[0]);
+      TORCH_CHECK_VALUE(outputs[k].numel() == inputs[k].numel() * size_,
+                        "hccl: allgather_into_tensor_coalesced: output ", k, " has ", outputs[k].numel(),
+                        " elements, expected ", inputs[k].numel() * size_);
+    }
+    return run(OpType::COALESCED, outputs, inputs, "hcclAllGather", [&](hcclStream_t s) {
+      return grouped([&]() -> hcclResult_t {
+        for (size_t k = 0; k < inputs.size(); k++) {
+          auto wi = as_wire(inputs[k]), wo = as_wire(outputs[k]);
+          hcclResult_t r = hcclAllGather(wi.data_ptr(), wo.data_ptr(), wi.numel(), to_hccl_dtype(wi.scalar_type()),
+                                         comm(), s);
+          if (r != hcclSuccess) return r;
+        }
+        return hcclSuccess;
+      });
+    });
+  }
+
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override {
+    auto in = single(inputs, "gather");
+    int root = (int)opts.rootRank;
+    std::vector<at::Tensor> outs;
+    if (rank_ == root) {
+      TORCH_CHECK_VALUE(outputs.size() == 1, "hccl: gather takes one output list on the root");
+      check_list(outputs[0], in, "gather output");
+      outs = outputs[0];
+    } else {
+      TORCH_CHECK_VALUE(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()),
+                        "hccl: gather: only the root passes output tensors");
+    }
+    auto wi = as_wire(in);
+    auto dt = to_hccl_dtype(wi.scalar_type());
+    return run(
+        OpType::GATHER, outs, {in}, "gather (hcclSend/hcclRecv)",
+        [&](hcclStream_t s) {
+          return grouped([&]() -> hcclResult_t {
+            if (rank_ != root) return hcclSend(wi.data_ptr(), wi.numel(), dt, root, comm(), s);
+            for (int i = 0; i < size_; i++) {
+              if (i == root) continue;
+              auto wo = as_wire(outs[i]);
+              hcclResult_t r = hcclRecv(wo.data_ptr(), wo.numel(), dt, i, comm(), s);
+              if (r != hcclSuccess) return r;
+            }
+            return hcclSuccess;
+          });
+        },
+        [&] {
+          if (rank_ == root) outs[root].copy_(in);
+        });
+  }
+
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override {
+    auto out = single(outputs, "scatter");
+    int root = (int)opts.rootRank;
+    std::vector<at::Tensor> ins;
+    if (rank_ == root) {
+      TORCH_CHECK_VALUE(inputs.size() == 1, "hccl: scatter takes one input list on the root");
+      check_list(inputs[0], out, "scatter input");
+      ins = inputs[0];
+    } else {
+      TORCH_CHECK_VALUE(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()),
+                        "hccl: scatter: only the root passes input tensors");
+    }
+    auto wo = as_wire(out);
+    auto dt = to_hccl_dtype(wo.scalar_type());
+    return run(
+        OpType::SCATTER, {out}, ins, "scatter (hcclSend/hcclRecv)",
+        [&](hcclStream_t s) {
+          return grouped([&]() -> hcclResult_t {
+            if (rank_ != root) return hcclRecv(wo.data_ptr(), wo.numel(), dt, root, comm(), s);
+            for (int i = 0; i < size_; i++) {
+              if (i == root) continue;
+              auto wi = as_wire(ins[i]);
+              hcclResult_t r = hcclSend(wi.data_ptr(), wi.numel(), dt, i, comm(), s);
+              if (r != hcclSuccess) return r;
+            }
+            return hcclSuccess;
+          });
+        },
+        [&] {
+          if (rank_ == root) out.copy_(ins[root]);
+        });
+  }
+
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override {
+    auto out = single(outputs, "reduce_scatter");
+    TORCH_CHECK_VALUE(inputs.size() == 1, "hccl: reduce_scatter takes one input list per process");
+    check_list(inputs[0], out, "reduce_scatter input");
+    hcclRedOp_t op = to_hccl_op(opts.reduceOp, out);
+    auto flat = at::empty({(int64_t)size_ * out.numel()}, out.options());
+    for (int i = 0; i < size_; i++) flat.narrow(0, i * out.numel(), out.numel()).copy_(inputs[0][i].view({-1}));
+    apply_premul(opts.reduceOp, flat);
+    auto wf = as_wire(flat), wo = as_wire(out);
+    return run(OpType::REDUCE_SCATTER, {out}, {flat}, "hcclReduceScatter", [&](hcclStream_t s) {
+      return hcclReduceScatter(wf.data_ptr(), wo.data_ptr(), wo.numel(), to_hccl_dtype(wo.scalar_type()), op,
+                               comm(), s);
+    });
+  }
+
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& out, at::Tensor& in,
+                                                      const c10d::ReduceScatterOptions& opts) override {
+    check_tensor(in, "reduce_scatter_tensor", in);
+    check_tensor(out, "reduce_scatter_tensor", in);
+    TORCH_CHECK_VALUE(in.numel() == out.numel() * size_, "hccl: reduce_scatter_tensor: input has ", in.numel(),
+                      " elements, expected output numel * world size = ", out.numel() * size_);
+    return reduce_scatter_list({out}, {in}, opts.reduceOp, OpType::_REDUCE_SCATTER_BASE);
+  }
+
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::ReduceScatterOptions& opts) override {
+    TORCH_CHECK_VALUE(outputs.size() == inputs.size() && !inputs.empty(),
+                      "hccl: reduce_scatter_tensor_coalesced needs as many outputs as inputs");
+    for (size_t k = 0; k < inputs.size(); k++) {
+      check_tensor(inputs[k], "reduce_scatter_tensor_coalesced", inputs[0]);
+      check_tensor(outputs[k], "reduce_scatter_tensor_coalesced", inputs[0]);
+      TORCH_CHECK_VALUE(inputs[k].numel() == outputs[k].numel() * size_,
+                        "hccl: reduce_scatter_tensor_coalesced: input ", k, " has ", inputs[k].numel(),
+                        " elements, expected ", outputs[k].numel() * size_);
+    }
+    return reduce_scatter_list(outputs, inputs, opts.reduceOp, OpType::REDUCE_SCATTER_TENSOR_COALESCED);
+  }
+
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& out, at::Tensor& in, std::vector<int64_t>& out_splits,
+                                               std::vector<int64_t>& in_splits,
+                                               const c10d::AllToAllOptions& opts) override {
+    check_tensor(in, "all_to_all_single", in);
+    check_tensor(out, "all_to_all_single", in);
+    auto wi = as_wire(in), wo = as_wire(out);
+    auto dt = to_hccl_dtype(wi.scalar_type());
+    if (out_splits.empty() && in_splits.empty()) {
+      TORCH_CHECK_VALUE(in.numel() == out.numel() && in.numel() % size_ == 0,
+                        "hccl: all_to_all_single: input and output must have the same number of elements, "
+                        "divisible by the world size (got ", in.numel(), " and ", out.numel(), ")");
+      return run(OpType::ALLTOALL_BASE, {out}, {in}, "hcclAlltoAll", [&](hcclStream_t s) {
+        return hcclAlltoAll(wi.data_ptr(), wo.data_ptr(), wi.numel() / size_, dt, comm(), s);
+      });
+    }
+    auto offsets = [&](std::vector<int64_t>& splits, const at::Tensor& t, const char* which) {
+      TORCH_CHECK_VALUE(t.dim() >= 1, "hccl: all_to_all_single needs tensors of at least one dimension");
+      int64_t row = t.size(0) ? t.numel() / t.size(0) : 0;
+      if (splits.empty()) {
+        TORCH_CHECK_VALUE(t.size(0) % size_ == 0, "hccl: all_to_all_single: ", which, " dim 0 (", t.size(0),
+                          ") is not divisible by the world size");
+        splits.assign(size_, t.size(0) / size_);
+      }
+      TORCH_CHECK_VALUE((int)splits.size() == size_, "hccl: all_to_all_single: ", which, " split sizes have ",
+                        splits.size(), " entries, expected ", size_);
+      std::vector<std::pair<int64_t, int64_t>> r;  // element offset, count
+      int64_t off = 0;
+      for (int64_t s : splits) {
+        TORCH_CHECK_VALUE(s >= 0, "hccl: all_to_all_single: negative split size");
+        r.emplace_back(off * row, s * row);
+        off += s;
+      }
+      TORCH_CHECK_VALUE(off == t.size(0), "hccl: all_to_all_single: ", which, " split sizes sum to ", off,
+                        ", but dim 0 is ", t.size(0));
+      return r;
+    };
+    auto ins = offsets(in_splits, in, "input");
+    auto outs = offsets(out_splits, out, "output");
+    TORCH_CHECK_VALUE(ins[rank_].second == outs[rank_].second, "hccl: all_to_all_single: this rank sends ",
+                      ins[rank_].second, " elements to itself but expects ", outs[rank_].second);
+    size_t es = in.element_size();
+    char* ip = (char*)in.data_ptr();
+    char* op = (char*)out.data_ptr();
+    int64_t mult = in.is_complex() ? 2 : 1;
+    return run(
+        OpType::ALLTOALL_BASE, {out}, {in}, "all_to_all_single (hcclSend/hcclRecv)",
+        [&](hcclStream_t s) {
+          return grouped([&]() -> hcclResult_t {
+            for (int i = 0; i < size_; i++) {
+              if (i == rank_) continue;
+              hcclResult_t r = hcclSend(ip + ins[i].first * es, ins[i].second * mult, dt, i, comm(), s);
+              if (r == hcclSuccess) r = hcclRecv(op + outs[i].first * es, outs[i].second * mult, dt, i, comm(), s);
+              if (r != hcclSuccess) return r;
+            }
+            return hcclSuccess;
+          });
+        },
+        [&] {
+          if (ins[rank_].second)
+            out.view({-1}).narrow(0, outs[rank_].first, outs[rank_].second)
+                .copy_(in.view({-1}).narrow(0, ins[rank_].first, ins[rank_].second));
+        });
+  }
+
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override {
+    TORCH_CHECK_VALUE((int)outputs.size() == size_ && (int)inputs.size() == size_,
+                      "hccl: all_to_all needs world-size (", size_, ") input and output tensors");
+    for (int i = 0; i < size_; i++) {
+      check_tensor(inputs[i], "all_to_all", inputs[0]);
+      check_tensor(outputs[i], "all_to_all", inputs[0]);
+    }
+    TORCH_CHECK_VALUE(inputs[rank_].numel() == outputs[rank_].numel(), "hccl: all_to_all: this rank sends ",
+                      inputs[rank_].numel(), " elements to itself but expects ", outputs[rank_].numel());
+    auto dt = to_hccl_dtype(as_wire(inputs[0]).scalar_type());
+    return run(
+        OpType::ALLTOALL, outputs, inputs, "all_to_all (hcclSend/hcclRecv)",
+        [&](hcclStream_t s) {
+          return grouped([&]() -> hcclResult_t {
+            for (int i = 0; i < size_; i++) {
+              if (i == rank_) continue;
+              auto wi = as_wire(inputs[i]), wo = as_wire(outputs[i]);
+              hcclResult_t r = hcclSend(wi.data_ptr(), wi.numel(), dt, i, comm(), s);
+              if (r == hcclSuccess) r = hcclRecv(wo.data_ptr(), wo.numel(), dt, i, comm(), s);
+              if (r != hcclSuccess) return r;
+            }
+            return hcclSuccess;
+          });
+        },
+        [&] { outputs[rank_].copy_(inputs[rank_]); });
+  }
+
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override {
+    auto t = single(tensors, "send");
+    auto w = as_wire(t);
+    return run(OpType::SEND, {t}, {}, "hcclSend", [&](hcclStream_t s) {
+      return hcclSend(w.data_ptr(), w.numel(), to_hccl_dtype(w.scalar_type()), dst, comm(), s);
+    });
+  }
+
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override {
+    auto t = single(tensors, "recv");
+    auto w = as_wire(t);
+    return run(OpType::RECV, {t}, {}, "hcclRecv", [&](hcclStream_t s) {
+      return hcclRecv(w.data_ptr(), w.numel(), to_hccl_dtype(w.scalar_type()), src, comm(), s);
+    });
+  }
+
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override {
+    TORCH_CHECK_VALUE(false, "hccl: recv from any source is not supported (pass src=)");
+  }
+
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override {
+    // On the card's queue, so it also waits for the work queued before it.
+    auto marker = at::empty({0}, at::TensorOptions().device(at::Device(c10::DeviceType::HPU, (c10::DeviceIndex)device_)));
+    return run(OpType::BARRIER, {}, {marker}, "hcclBarrier", [&](hcclStream_t s) {
+      return hcclBarrier(comm(), s);
+    });
+  }
+
+ private:
+  // ---- argument checks ----
+  at::Tensor single(std::vector<at::Tensor>& ts, const char* what) {
+    TORCH_CHECK_VALUE(ts.size() == 1, "hccl: ", what, " takes exactly one tensor per process, got ", ts.size());
+    check_tensor(ts[0], what, ts[0]);
+    return ts[0];
+  }
+
+  void check_tensor(const at::Tensor& t, const char* what, const at::Tensor& ref) {
+    TORCH_CHECK_VALUE(t.defined(), "hccl: ", what, ": undefined tensor");
+    TORCH_CHECK_VALUE(t.device().is_cpu() || t.device().type() == c10::DeviceType::HPU, "hccl: ", what,
+                      ": tensors must be on hpu (or the CPU), got ", t.device());
+    TORCH_CHECK_VALUE(t.device() == ref.device(), "hccl: ", what, ": all tensors must be on one device, got ",
+                      t.device(), " and ", ref.device());
+    TORCH_CHECK_VALUE(t.layout() == at::kStrided, "hccl: ", what, ": only dense tensors are supported");
+    TORCH_CHECK_VALUE(t.is_contiguous(t.suggest_memory_format()), "hccl: ", what, ": tensors must be contiguous");
+    TORCH_CHECK_TYPE(t.scalar_type() == ref.scalar_type(), "hccl: ", what, ": tensors must have one dtype, got ",
+                     t.scalar_type(), " and ", ref.scalar_type());
+    if (!t.is_complex()) to_hccl_dtype(t.scalar_type());
+    else to_hccl_dtype(at::view_as_real(t).scalar_type());
+  }
+
+  void check_list(const std::vector<at::Tensor>& list, const at::Tensor& ref, const char* what) {
+    TORCH_CHECK_VALUE((int)list.size() == size_, "hccl: ", what, " list has ", list.size(),
+                      " tensors, expected the world size ", size_);
+    for (auto& t : list) {
+      check_tensor(t, what, ref);
+      TORCH_CHECK_VALUE(t.numel() == ref.numel(), "hccl: ", what, ": tensor of ", t.numel(),
+                        " elements where ", ref.numel(), " are expected");
+    }
+  }
+
+  // ---- execution ----
+  template <typename F>
+  hcclResult_t grouped(F&& body) {
+    hcclResult_t r = hcclGroupStart();
+    if (r != hcclSuccess) return r;
+    hcclResult_t b = body();
+    r = hcclGroupEnd();
+    return b != hcclSuccess ? b : r;
+  }
+
+  c10::intrusive_ptr<c10d::Work> allreduce_list(std::vector<at::Tensor> ts, const ReduceOp& rop, OpType type) {
+    std::vector<hcclRedOp_t> ops;
+    for (auto& t : ts) ops.push_back(to_hccl_op(rop, t));
+    for (auto& t : ts) apply_premul(rop, t);
+    return run(type, ts, {}, "hcclAllReduce", [&](hcclStream_t s) {
+      auto one = [&](size_t k) {
+        auto w = as_wire(ts[k]);
+        return hcclAllReduce(w.data_ptr(), w.data_ptr(), w.numel(), to_hccl_dtype(w.scalar_type()), ops[k], comm(),
+                             s);
+      };
+      if (ts.size() == 1) return one(0);
+      return grouped([&]() -> hcclResult_t {
+        for (size_t k = 0; k < ts.size(); k++) {
+          hcclResult_t r = one(k);
+          if (r != hcclSuccess) return r;
+        }
+        return hcclSuccess;
+      });
+    });
+  }
+
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_list(std::vector<at::Tensor> outs, std::vector<at::Tensor> ins,
+                                                     const ReduceOp& rop, OpType type) {
+    std::vector<hcclRedOp_t> ops;
+    for (auto& t : outs) ops.push_back(to_hccl_op(rop, t));
+    if (rop == ReduceOp::PREMUL_SUM)
+      for (auto& t : ins) {
+        t = t.clone();  // the caller's input stays as it was
+        apply_premul(rop, t);
+      }
+    return run(type, outs, ins, "hcclReduceScatter", [&](hcclStream_t s) {
+      return grouped([&]() -> hcclResult_t {
+        for (size_t k = 0; k < outs.size(); k++) {
+          auto wi = as_wire(ins[k]), wo = as_wire(outs[k]);
+          hcclResult_t r = hcclReduceScatter(wi.data_ptr(), wo.data_ptr(), wo.numel(),
+                                             to_hccl_dtype(wo.scalar_type()), ops[k], comm(), s);
+          if (r != hcclSuccess) return r;
+        }
+        return hcclSuccess;
+      });
+    });
+  }
+
+  // Issues `issue` on the card's current stream (hpu tensors) or on the
+  // calling thread (CPU tensors), then `after` (copies out of staging
+  // buffers: stream-ordered on hpu). `keep` stays alive until completion.
+  c10::intrusive_ptr<c10d::Work> run(OpType type, std::vector<at::Tensor> outputs, std::vector<at::Tensor> keep,
+                                     const char* what, const std::function<hcclResult_t(hcclStream_t)>& issue,
+                                     const std::function<void()>& after = {}) {
+    hcclComm_t c = comm();
+    int dev = -1;
+    for (auto* list : {&outputs, &keep})
+      for (auto& t : *list)
+        if (t.defined() && t.device().type() == c10::DeviceType::HPU && dev < 0) dev = t.device().index();
+    auto work = c10::make_intrusive<WorkHCCL>(rank_, type, outputs);
+    if (dev < 0) {
+      hcclResult_t r = issue(nullptr);  // the c10d bindings released the GIL
+      if (r != hcclSuccess) throw_hccl(c, r, what);
+      if (after) after();
+      work->complete(nullptr);
+      return work;
+    }
+    hpu_stream_t stream = current_stream((c10::DeviceIndex)dev);
+    hcclResult_t r = issue(&stream);
+    if (r != hcclSuccess) throw_hccl(c, r, what);
+    if (after) after();
+    hpu_event_t ev = nullptr;
+    HPU_CHECK(hpu_event_create(&ev, 0));
+    hpu_status_t st = hpu_event_record(ev, stream);
+    if (st != HPU_SUCCESS) {
+      hpu_event_destroy(ev);
+      HPU_CHECK(st);
+    }
+    {
+      std::lock_guard<std::mutex> g(qmutex_);
+      queue_.push_back(Pending{work, ev, std::move(keep)});
+    }
+    qcv_.notify_one();
+    return work;
+  }
+
+  struct Pending {
+    c10::intrusive_ptr<WorkHCCL> work;
+    hpu_event_t event;
+    std::vector<at::Tensor> keep;
+  };
+
+  void start_watcher() {
+    stop_ = false;
+    watcher_ = std::thread([this] { watch(); });
+  }
+
+  void stop_watcher() {
+    {
+      std::lock_guard<std::mutex> g(qmutex_);
+      stop_ = true;
+    }
+    qcv_.notify_all();
+    if (watcher_.joinable()) {
+      if (watcher_.get_id() == std::this_thread::get_id()) watcher_.detach();
+      else watcher_.join();
+    }
+  }
+
+  // Completes works in issue order once their event has passed; the first
+  // failure of the communicator (a dead or stuck peer: HCCL gives up within
+  // the timeout) fails that work and every later one.
+  void watch() {
+    for (;;) {
+      Pending p;
+      {
+        std::unique_lock<std::mutex> lock(qmutex_);
+        qcv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+        if (queue_.empty()) return;  // stopping and drained
+        p = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      hpu_status_t st = hpu_event_synchronize(p.event);
+      std::string card_error = st == HPU_SUCCESS ? "" : hpu_last_error();
+      hpu_event_destroy(p.event);
+      hcclResult_t async = hcclSuccess;
+      std::string msg;
+      {
+        std::lock_guard<std::mutex> g(cmutex_);
+        if (comm_ && hcclCommGetAsyncError(comm_, &async) == hcclSuccess && async != hcclSuccess)
+          msg = hccl_message(comm_, async);
+        else if (!comm_)
+          msg = "the process group was aborted";
+      }
+      if (msg.empty() && st != HPU_SUCCESS)
+        msg = "the card reported: " + card_error;
+      std::exception_ptr error;
+      if (!msg.empty()) {
+        try {
+          C10_THROW_ERROR(DistBackendError, c10::str("hccl ", c10d::opTypeToString(p.work->retrieveOpType()),
+                                                     " failed on rank ", rank_, ": ", msg));
+        } catch (...) {
+          error = std::current_exception();
+        }
+      }
+      try {
+        p.work->complete(error);
+      } catch (...) {
+        // A failing future callback must not kill the watcher.
+      }
+      p.keep.clear();
+    }
+  }
+
+  hcclComm_t comm_ = nullptr;
+  int device_;
+  int64_t timeout_ms_;
+  std::mutex life_;
+  std::mutex cmutex_;  // comm_ between the watcher and abort/shutdown
+  std::mutex qmutex_;
+  std::condition_variable qcv_;
+  std::deque<Pending> queue_;
+  bool stop_ = false;
+  std::thread watcher_;
+};
+
+// ---- the c10d ops for the HPU dispatch key ----
+// torch.distributed calls ProcessGroup methods through c10d:: ops that
+// PyTorch registers for CPU, CUDA and PrivateUse1 only; without these, hpu
+// tensors would reach the generic CPU fallback. Each forwards to the
+// process group's hpu backend, as PyTorch's Ops.cpp does for other devices.
+namespace hpu_c10d_ops {
+using c10d::ProcessGroup;
+using c10d::Work;
+using PG = c10::intrusive_ptr<ProcessGroup>;
+using WorkPtr = c10::intrusive_ptr<Work>;
+using TensorLists = std::vector<std::vector<at::Tensor>>;
+constexpr auto kHPU = c10::DeviceType::HPU;
+inline std::chrono::milliseconds ms(int64_t t) { return std::chrono::milliseconds(t); }
+inline c10::intrusive_ptr<c10d::Backend> be(const PG& pg) { return pg->getBackend(kHPU); }
+
+std::tuple<std::vector<at::Tensor>, WorkPtr> allreduce_(at::TensorList tensors, const PG& pg,
+                                                        const c10::intrusive_ptr<ReduceOp>& op,
+                                                        const std::optional<at::Tensor>& sparse_indices, bool async_op,
+                                                        int64_t timeout) {
+  auto v = tensors.vec();
+  c10d::AllreduceOptions o;
+  o.reduceOp = *op;
+  o.timeout = ms(timeout);
+  o.asyncOp = async_op;
+  o.sparseIndices = sparse_indices;
+  auto w = be(pg)->allreduce(v, o);
+  return {std::move(v), w};
+}
+WorkPtr allreduce_coalesced_(at::TensorList tensors, const PG& pg, const c10::intrusive_ptr<ReduceOp>& op,
+                             bool async_op, int64_t timeout) {
+  auto v = tensors.vec();
+  c10d::AllreduceCoalescedOptions o;
+  o.reduceOp = *op;
+  o.timeout = ms(timeout);
+  o.asyncOp = async_op;
+  return be(pg)->allreduce_coalesced(v, o);
+}
+std::tuple<std::vector<at::Tensor>, WorkPtr> broadcast_(at::TensorList tensors, const PG& pg, int64_t root_rank,
+                                                        int64_t root_tensor, bool async_op, int64_t timeout) {
+  auto v = tensors.vec();
+  auto w = be(pg)->broadcast(v, c10d::BroadcastOptions{root_rank, root_tensor, ms(timeout), async_op});
+  return {std::move(v), w};
+}
+WorkPtr reduce_(at::TensorList tensors, const PG& pg, const c10::intrusive_ptr<ReduceOp>& op, int64_t root_rank,
+                int64_t root_tensor, bool async_op, int64_t timeout) {
+  auto v = tensors.vec();
+  return be(pg)->reduce(v, c10d::ReduceOptions{*op, root_rank, root_tensor, ms(timeout), async_op});
+}
+std::tuple<TensorLists, WorkPtr> allgather_(const TensorLists& outputs, at::TensorList inputs, const PG& pg,
+                                            bool async_op, int64_t timeout) {
+  auto in = inputs.vec();
+  auto out = outputs;
+  auto w = be(pg)->allgather(out, in, c10d::AllgatherOptions{ms(timeout), async_op});
+  return {outputs, w};
+}
+std::tuple<at::Tensor, WorkPtr> _allgather_base_(at::Tensor& out, at::Tensor& in, const PG& pg, bool async_op,
+                                                 int64_t timeout) {
+  auto w = be(pg)->_allgather_base(out, in, c10d::AllgatherOptions{ms(timeout), async_op});
+  return {out, w};
+}
+WorkPtr allgather_coalesced_(const TensorLists& outputs, const at::TensorList& inputs, const PG& pg, bool async_op) {
+  auto in = inputs.vec();
+  auto out = outputs;
+  c10d::AllgatherOptions o;
+  o.asyncOp = async_op;
+  return be(pg)->allgather_coalesced(out, in, o);
+}
+WorkPtr allgather_into_tensor_coalesced_(at::TensorList outputs, at::TensorList inputs, const PG& pg,
+                                         bool async_op) {
+  auto out = outputs.vec();
+  auto in = inputs.vec();
+  c10d::AllgatherOptions o;
+  o.asyncOp = async_op;
+  return be(pg)->allgather_into_tensor_coalesced(out, in, o);
+}
+std::tuple<std::vector<at::Tensor>, WorkPtr> reduce_scatter_(const at::TensorList& outputs,
+                                                             const TensorLists& inputs, const PG& pg,
+                                                             const c10::intrusive_ptr<ReduceOp>& op, bool async_op,
+                                                             int64_t timeout) {
+  auto out = outputs.vec();
+  auto in = inputs;
+  auto w = be(pg)->reduce_scatter(out, in, c10d::ReduceScatterOptions{*op, ms(timeout), async_op});
+  return {std::move(out), w};
+}
+std::tuple<at::Tensor, WorkPtr> _reduce_scatter_base_(at::Tensor& out, at::Tensor& in, const PG& pg,
+                                                      const c10::intrusive_ptr<ReduceOp>& op, bool async_op,
+                                                      int64_t timeout) {
+  auto w = be(pg)->_reduce_scatter_base(out, in, c10d::ReduceScatterOptions{*op, ms(timeout), async_op});
+  return {out, w};
+}
+WorkPtr reduce_scatter_tensor_coalesced_(at::TensorList outputs, at::TensorList inputs, const PG& pg,
+                                         const c10::intrusive_ptr<ReduceOp>& op, bool async_op, int64_t timeout) {
+  auto out = outputs.vec();
+  auto in = inputs.vec();
+  return be(pg)->reduce_scatter_tensor_coalesced(out, in, c10d::ReduceScatterOptions{*op, ms(timeout), async_op});
+}
+WorkPtr gather_(const TensorLists& outputs, const at::TensorList& inputs, const PG& pg, int64_t root_rank,
+                bool async_op, int64_t timeout) {
+  auto out = outputs;
+  auto in = inputs.vec();
+  return be(pg)->gather(out, in, c10d::GatherOptions{root_rank, ms(timeout), async_op});
+}
+std::tuple<std::vector<at::Tensor>, WorkPtr> scatter_(const at::TensorList& outputs, const TensorLists& inputs,
+                                                      const PG& pg, int64_t root_rank, bool async_op,
+                                                      int64_t timeout) {
+  auto out = outputs.vec();
+  auto in = inputs;
+  auto w = be(pg)->scatter(out, in, c10d::ScatterOptions{root_rank, ms(timeout), async_op});
+  return {std::move(out), w};
+}
+std::tuple<std::vector<at::Tensor>, WorkPtr> alltoall_(const at::TensorList& outputs, const at::TensorList& inputs,
+                                                       const PG& pg, bool async_op, int64_t timeout) {
+  auto out = outputs.vec();
+  auto in = inputs.vec();
+  auto w = be(pg)->alltoall(out, in, c10d::AllToAllOptions{ms(timeout), async_op});
+  return {std::move(out), w};
+}
+WorkPtr alltoall_base_(at::Tensor& out, at::Tensor& in, const PG& pg, std::vector<int64_t> out_splits,
+                       std::vector<int64_t> in_splits, bool async_op, int64_t timeout) {
+  return be(pg)->alltoall_base(out, in, out_splits, in_splits, c10d::AllToAllOptions{ms(timeout), async_op});
+}
+WorkPtr send(at::TensorList tensors, const PG& pg, int64_t dst, int64_t tag) {
+  auto v = tensors.vec();
+  return be(pg)->send(v, (int)dst, (int)tag);
+}
+WorkPtr recv_(at::TensorList tensors, const PG& pg, int64_t src, int64_t tag) {
+  auto v = tensors.vec();
+  return be(pg)->recv(v, (int)src, (int)tag);
+}
+WorkPtr recv_any_source_(at::TensorList tensors, const PG& pg, int64_t tag) {
+  auto v = tensors.vec();
+  return be(pg)->recvAnysource(v, (int)tag);
+}
+WorkPtr barrier(at::Tensor /* tensor */, const PG& pg, const std::vector<int64_t>& device_ids, bool async_op,
+                int64_t timeout) {
+  c10d::BarrierOptions o;
+  o.device_ids = device_ids;
+  o.timeout = ms(timeout);
+  o.asyncOp = async_op;
+  return be(pg)->barrier(o);
+}
+}  // namespace hpu_c10d_ops
+
+TORCH_LIBRARY_IMPL(c10d, HPU, m) {
+  m.impl("allreduce_", hpu_c10d_ops::allreduce_);
+  m.impl("allreduce_coalesced_", hpu_c10d_ops::allreduce_coalesced_);
+  m.impl("broadcast_", hpu_c10d_ops::broadcast_);
+  m.impl("reduce_", hpu_c10d_ops::reduce_);
+  m.impl("allgather_", hpu_c10d_ops::allgather_);
+  m.impl("_allgather_base_", hpu_c10d_ops::_allgather_base_);
+  m.impl("allgather_coalesced_", hpu_c10d_ops::allgather_coalesced_);
+  m.impl("allgather_into_tensor_coalesced_", hpu_c10d_ops::allgather_into_tensor_coalesced_);
+  m.impl("reduce_scatter_", hpu_c10d_ops::reduce_scatter_);
+  m.impl("_reduce_scatter_base_", hpu_c10d_ops::_reduce_scatter_base_);
+  m.impl("reduce_scatter_tensor_coalesced_", hpu_c10d_ops::reduce_scatter_tensor_coalesced_);
+  m.impl("gather_", hpu_c10d_ops::gather_);
+  m.impl("scatter_", hpu_c10d_ops::scatter_);
+  m.impl("alltoall_", hpu_c10d_ops::alltoall_);
+  m.impl("alltoall_base_", hpu_c10d_ops::alltoall_base_);
+  m.impl("send", hpu_c10d_ops::send);
+  m.impl("recv_", hpu_c10d_ops::recv_);
+  m.impl("recv_any_source_", hpu_c10d_ops::recv_any_source_);
+  m.impl("barrier", hpu_c10d_ops::barrier);
+}
+
+}  // namespace
+
+void register_process_group(py::module_& m) {
+  m.def(
+      "_hccl_create_backend",
+      [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, int64_t timeout_ms, int device) {
+        HANDLE_TH_ERRORS
+        c10::intrusive_ptr<c10d::Backend> b;
+        {
+          py::gil_scoped_release no_gil;
+          b = c10::make_intrusive<ProcessGroupHCCL>(store, rank, size, timeout_ms, device);
+        }
+        return b;
+        END_HANDLE_TH_ERRORS_PYBIND
+      },
+      py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout_ms"), py::arg("device"));
+  m.def(
+      "_hccl_split_backend",
+      [](const c10::intrusive_ptr<c10d::Backend>& parent, int color, int key, int rank, int size) {
+        HANDLE_TH_ERRORS
+        auto* p = dynamic_cast<ProcessGroupHCCL*>(parent.get());
+        TORCH_CHECK_VALUE(p, "hccl: can only split an hccl backend");
+        c10::intrusive_ptr<c10d::Backend> b;
+        {
+          py::gil_scoped_release no_gil;
+          if (color < 0) {
+            hcclComm_t none = nullptr;
+            hcclResult_t r = hcclCommSplit(p->comm(), HCCL_SPLIT_NOCOLOR, key, &none, nullptr);
+            if (r != hcclSuccess) throw_hccl(p->comm(), r, "hcclCommSplit");
+          } else {
+            b = c10::make_intrusive<ProcessGroupHCCL>(*p, color, key, rank, size);
+          }
+        }
+        return b;
+        END_HANDLE_TH_ERRORS_PYBIND
+      },
+      py::arg("parent"), py::arg("color"), py::arg("key"), py::arg("rank"), py::arg("size"));
+  m.def("_hccl_backend_device", [](const c10::intrusive_ptr<c10d::Backend>& b) {
+    auto* p = dynamic_cast<ProcessGroupHCCL*>(b.get());
+    return p ? p->device() : -1;
+  });
+  m.def("_hccl_version", [] {
+    int v = 0;
+    hcclGetVersion(&v);
+    return v;
+  });
+}
+
+}  // namespace habana_torch
+
+#else  // !HPU_WITH_HCCL
+#include <pybind11/pybind11.h>
+namespace habana_torch {
+void register_process_group(pybind11::module_&) {}
+}  // namespace habana_torch
+#endif

@@ -1,0 +1,168 @@
+"""The ``hccl`` process-group backend for ``hpu`` tensors.
+
+As ``habana_frameworks.torch.distributed.hccl`` on Gaudi::
+
+    import torch, torch.distributed as dist
+    import habana_torch.distributed.hccl           # registers "hccl" for hpu
+    world_size, rank, local_rank = habana_torch.distributed.hccl.initialize_distributed_hpu()
+    dist.init_process_group("hccl")
+    model = torch.nn.parallel.DistributedDataParallel(model.to(torch.device("hpu", local_rank)))
+
+Launch with ``torchrun --nproc_per_node=N``, ``mpirun -np N`` (the
+``OMPI_COMM_WORLD_*`` variables are mapped to ``RANK``/``WORLD_SIZE``/
+``LOCAL_RANK``) or ``python -m habana_torch.distributed.launch``.
+
+Cards: each process takes its own card (``LOCAL_RANK``). As on Gaudi a card
+is held by one process at a time: the backend (and
+``initialize_distributed_hpu``) takes an exclusive lock on the card and a
+second process asking for it gets an error naming the holder. The lock is a
+``flock`` on ``$PT_HPU_CARD_LOCK_DIR/habana_torch-card-<physical id>.lock``
+(default directory: the system temp dir), released when the process exits,
+whatever way it exits. ``PT_HPU_SHARE_CARDS=1`` lets processes share cards
+(test runners, notebooks). Plain single-process use of ``hpu`` takes no lock.
+
+The process-group timeout (``init_process_group(timeout=...)``) becomes
+HCCL's communicator timeout: a dead or stuck rank turns into a
+``torch.distributed.DistBackendError`` on the others within it.
+"""
+import datetime
+import errno
+import fcntl
+import os
+import tempfile
+
+import torch
+import torch.distributed as dist
+
+import habana_torch
+from habana_torch import _C
+
+__all__ = ["initialize_distributed_hpu", "acquire_card", "HCCL_VERSION"]
+
+HCCL_VERSION = _C._hccl_version() if hasattr(_C, "_hccl_version") else 0
+
+_held_cards = {}  # physical id -> open lock file (kept open for the process' life)
+
+
+def _env_flag(name):
+    return os.environ.get(name, "0").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _map_launcher_env():
+    """Maps mpirun's (Open MPI's) variables to torch.distributed's, as Gaudi's module does."""
+    env = os.environ
+    if "OMPI_COMM_WORLD_SIZE" in env:
+        env.setdefault("WORLD_SIZE", env["OMPI_COMM_WORLD_SIZE"])
+        env.setdefault("RANK", env["OMPI_COMM_WORLD_RANK"])
+        env.setdefault("LOCAL_RANK", env.get("OMPI_COMM_WORLD_LOCAL_RANK", "0"))
+        env.setdefault("LOCAL_WORLD_SIZE", env.get("OMPI_COMM_WORLD_LOCAL_SIZE", env["OMPI_COMM_WORLD_SIZE"]))
+    elif "PMI_SIZE" in env and "PMI_RANK" in env:  # MPICH / Intel MPI
+        env.setdefault("WORLD_SIZE", env["PMI_SIZE"])
+        env.setdefault("RANK", env["PMI_RANK"])
+        env.setdefault("LOCAL_RANK", env.get("MPI_LOCALRANKID", "0"))
+    if "WORLD_SIZE" in env:
+        env.setdefault("MASTER_ADDR", "localhost")
+        env.setdefault("MASTER_PORT", "12355")
+
+
+def acquire_card(device=None):
+    """Takes the card behind ``hpu:device`` for this process (see the module doc).
+
+    Returns the physical card id. Raises RuntimeError naming the holder when
+    another process has it, unless PT_HPU_SHARE_CARDS=1.
+    """
+    _C._init()
+    if device is None:
+        device = torch.hpu.current_device()
+    device = torch.device("hpu", device).index if not isinstance(device, int) else device
+    _C._check_device(device)
+    physical = int(_C._device_properties(device)[1])
+    if _env_flag("PT_HPU_SHARE_CARDS") or physical in _held_cards:
+        return physical
+    lock_dir = os.environ.get("PT_HPU_CARD_LOCK_DIR") or tempfile.gettempdir()
+    os.makedirs(lock_dir, exist_ok=True)
+    path = os.path.join(lock_dir, f"habana_torch-card-{physical}.lock")
+    f = open(path, "a+")
+    try:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+        if e.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+            f.close()
+            raise
+        f.seek(0)
+        holder = f.read().strip() or "another process"
+        f.close()
+        raise RuntimeError(
+            f"hpu:{device} (physical card {physical}) is in use by {holder}; a card is acquired by one "
+            f"process at a time. Give each process its own card (LOCAL_RANK / HABANA_VISIBLE_DEVICES), "
+            f"or set PT_HPU_SHARE_CARDS=1 to share cards (lock file: {path})") from None
+    f.seek(0)
+    f.truncate()
+    try:
+        with open(f"/proc/{os.getpid()}/cmdline", "rb") as c:
+            cmd = c.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        cmd = ""
+    f.write(f"process {os.getpid()} ({cmd[:200]})\n")
+    f.flush()
+    _held_cards[physical] = f
+    return physical
+
+
+def initialize_distributed_hpu(world_size=-1, rank=-1, local_rank=-1):
+    """Reads the launcher's variables (torchrun's, or mpirun's mapped to them),
+    selects this process' card (``hpu:LOCAL_RANK``) and acquires it.
+
+    Returns ``(world_size, rank, local_rank)``; ``(1, 0, 0)`` outside a launcher.
+    """
+    _map_launcher_env()
+    env = os.environ
+    if world_size < 0:
+        world_size = int(env.get("WORLD_SIZE", 1))
+    if rank < 0:
+        rank = int(env.get("RANK", 0))
+    if local_rank < 0:
+        local_rank = int(env.get("LOCAL_RANK", 0))
+    env.setdefault("WORLD_SIZE", str(world_size))
+    env.setdefault("RANK", str(rank))
+    env.setdefault("LOCAL_RANK", str(local_rank))
+    n = torch.hpu.device_count()
+    if local_rank >= n:
+        raise RuntimeError(f"LOCAL_RANK {local_rank} needs {local_rank + 1} cards, but {n} are visible "
+                           f"(HPU_NUM_CARDS / HABANA_VISIBLE_DEVICES)")
+    torch.hpu.set_device(local_rank)
+    if world_size > 1:
+        acquire_card(local_rank)
+    return world_size, rank, local_rank
+
+
+def _backend_device():
+    # The card set by initialize_distributed_hpu / torch.hpu.set_device; a
+    # process that never chose one takes hpu:LOCAL_RANK.
+    env = os.environ
+    if "LOCAL_RANK" in env and torch.hpu.current_device() == 0:
+        return int(env["LOCAL_RANK"]) % max(torch.hpu.device_count(), 1)
+    return torch.hpu.current_device()
+
+
+def _timeout_ms(timeout):
+    if timeout is None:
+        return 30 * 60 * 1000
+    if isinstance(timeout, datetime.timedelta):
+        return max(1, int(timeout.total_seconds() * 1000))
+    return max(1, int(float(timeout) * 1000))
+
+
+def _create_backend(dist_opts, pg_opts):
+    """c10d's creator (extended API): one HCCL communicator per group; the
+    unique id travels through the group's store."""
+    device = _backend_device()
+    _C._check_device(device)
+    torch.hpu.set_device(device)
+    acquire_card(device)
+    return _C._hccl_create_backend(dist_opts.store, dist_opts.group_rank, dist_opts.group_size,
+                                   _timeout_ms(dist_opts.timeout), device)
+
+
+if hasattr(_C, "_hccl_create_backend") and "HCCL" not in dist.Backend._plugins:
+    dist.Backend.register_backend("hccl", _create_backend, extended_api=True, devices=["hpu"])

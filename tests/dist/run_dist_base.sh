@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The CI subset of PyTorch's _DistTestBase against hccl (2 ranks). Pass
+# "all" to run every test of the base class instead (about 30 minutes).
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+export BACKEND=hccl WORLD_SIZE=2 PT_HPU_SHARE_CARDS=1 TEMP_DIR=$(mktemp -d /tmp/hccl-disttest.XXXXXX)
+trap 'rm -rf "$TEMP_DIR"' EXIT
+tests=(
+  test_all_reduce_sum test_all_reduce_max test_all_reduce_product test_all_reduce_group_sum
+  test_all_reduce_coalesced_sum test_all_reduce_complex_unsupported_ops test_broadcast test_broadcast_group
+  test_reduce_sum test_reduce_max test_all_gather test_all_gather_coalesced_simple test_gather test_scatter
+  test_all_to_all test_all_to_all_single_equal_split test_all_to_all_single_unequal_split test_barrier
+  test_send_recv test_isend test_irecv test_batch_isend_irecv_op_err test_get_future
+  test_broadcast_object_list test_all_gather_object_default_pg test_gather_object test_scatter_object_list
+  test_new_subgroups test_get_rank_size_group test_destroy_group test_coalescing_manager
+  test_DistributedDataParallelCPU test_ddp_hook_parity_allreduce test_ddp_comm_hook_logging
+)
+if [ "${1:-}" = all ]; then
+  exec python -m pytest -q -rs "$here/test_dist_base.py" -p no:cacheprovider
+fi
+k=$(IFS='|'; echo "${tests[*]}" | sed 's/|/ or /g')
+python -m pytest -q -rs "$here/test_dist_base.py" -p no:cacheprovider -k "$k" 2>&1 | tail -40
+rc=${PIPESTATUS[0]}
+[ $rc -eq 0 ] && echo OK
+exit $rc
