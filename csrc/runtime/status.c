@@ -27,6 +27,7 @@ const char *hpu_status_name(hpu_status_t status) {
     case HPU_ERROR_FORKED: return "HPU_ERROR_FORKED";
     case HPU_ERROR_NOT_READY: return "HPU_ERROR_NOT_READY";
     case HPU_ERROR_INTERNAL: return "HPU_ERROR_INTERNAL";
+    case HPU_ERROR_OUT_OF_RANGE: return "HPU_ERROR_OUT_OF_RANGE";
   }
   return "HPU_ERROR_UNKNOWN";
 }

@@ -15,6 +15,7 @@ typedef enum hpu_status {
   HPU_ERROR_FORKED = 5,           /* used in a child forked after initialisation */
   HPU_ERROR_NOT_READY = 6,        /* query: queued work has not finished yet */
   HPU_ERROR_INTERNAL = 7,         /* a bug in the core */
+  HPU_ERROR_OUT_OF_RANGE = 8,     /* an index value out of range (found by a kernel: IndexError) */
 } hpu_status_t;
 
 /* Message of the last failing call made on this thread ("" if none).

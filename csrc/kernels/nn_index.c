@@ -1,0 +1,527 @@
+/* Index ops: index_select, gather, scatter / scatter_add, index_add,
+ * embedding backward, advanced indexing (index / index_put) and sort/topk.
+ *
+ * Index values are data the validator cannot see: every kernel checks each
+ * index before using it, skips bad ones (nothing out of bounds is read or
+ * written) and fails the node with HPU_ERROR_OUT_OF_RANGE naming the first
+ * bad value it saw; the stream reports that at the next synchronize. Work
+ * that may update one element twice (scatter add, index_add, index_put
+ * accumulate, embedding backward) is split so each element has one owner,
+ * or runs serially, so results do not depend on the thread count. */
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hpu/parallel.h"
+#include "kernels/cvt.h"
+#include "kernels/iter.h"
+#include "kernels/kernels.h"
+#include "kernels/nn_util.h"
+
+#define MAXD HPU_MAX_DIMS
+
+/* First bad index seen by any task. */
+typedef struct {
+  _Atomic int bad;
+  int64_t value, size;
+} bad_t;
+
+static void note_bad(bad_t *b, int64_t v, int64_t size) {
+  int expected = 0;
+  if (atomic_compare_exchange_strong(&b->bad, &expected, 1)) {
+    b->value = v;
+    b->size = size;
+  }
+}
+
+static hpu_status_t bad_status(bad_t *b, const char *what, int64_t dim) {
+  if (!atomic_load(&b->bad)) return HPU_SUCCESS;
+  if (dim >= 0)
+    return hpu_error(HPU_ERROR_OUT_OF_RANGE, "%s: index %lld is out of bounds for dimension %lld with size %lld",
+                     what, (long long)b->value, (long long)dim, (long long)b->size);
+  return hpu_error(HPU_ERROR_OUT_OF_RANGE, "%s: index %lld is out of bounds for size %lld", what,
+                   (long long)b->value, (long long)b->size);
+}
+
+/* Positions over all dims of a shape except `skip`, with up to 3 tensors'
+ * byte strides. */
+typedef struct {
+  int nd;
+  int64_t n;
+  int64_t sz[MAXD], st[3][MAXD];
+} walk_t;
+
+static void walk_init(walk_t *w, const hpu_tensor_t *shape, int skip, const hpu_tensor_t *const *ts,
+                      int nt) {
+  w->nd = 0;
+  w->n = 1;
+  for (int d = shape->ndim - 1; d >= 0; d--) {
+    if (d == skip || shape->sizes[d] == 1) continue;
+    w->sz[w->nd] = shape->sizes[d];
+    w->n *= shape->sizes[d];
+    for (int k = 0; k < nt; k++)
+      w->st[k][w->nd] = ts[k]->strides[d] * (int64_t)hpu_dtype_size(ts[k]->dtype);
+    w->nd++;
+  }
+  for (int d = 0; d < shape->ndim; d++)
+    if (shape->sizes[d] == 0 && d != skip) w->n = 0;
+}
+
+static void walk_at(const walk_t *w, int64_t m, int nt, int64_t *off) {
+  for (int k = 0; k < nt; k++) off[k] = 0;
+  for (int d = 0; d < w->nd; d++) {
+    int64_t c = m % w->sz[d];
+    m /= w->sz[d];
+    for (int k = 0; k < nt; k++) off[k] += c * w->st[k][d];
+  }
+}
+
+static int64_t dim_size(const hpu_tensor_t *t, int64_t d) { return t->ndim ? t->sizes[d] : 1; }
+static int64_t dim_stride(const hpu_tensor_t *t, int64_t d) {
+  return t->ndim ? t->strides[d] * (int64_t)hpu_dtype_size(t->dtype) : 0;
+}
+
+static inline void copy_elem(char *dst, const char *src, size_t es) {
+  switch (es) {
+    case 1: *dst = *src; break;
+    case 2: memcpy(dst, src, 2); break;
+    case 4: memcpy(dst, src, 4); break;
+    case 8: memcpy(dst, src, 8); break;
+    default: memcpy(dst, src, es); break;
+  }
+}
+
+/* index_select ------------------------------------------------------------------ */
+
+typedef struct {
+  const hpu_node_t *node;
+  walk_t w; /* over out's dims except dim: operands out, in */
+  int64_t dim, n, size, sin, sout;
+  size_t es;
+  int rows; /* both contiguous with dim 0: memcpy rows */
+  int64_t row_bytes;
+  bad_t bad;
+} isel_t;
+
+static void isel_run(void *ctx, int64_t begin, int64_t end) {
+  isel_t *c = ctx;
+  const hpu_tensor_t *idx = &c->node->inputs[1];
+  const char *in = hpu_tensor_data(&c->node->inputs[0]);
+  char *out = hpu_tensor_data(&c->node->outputs[0]);
+  for (int64_t k = begin; k < end; k++) {
+    int64_t v = hpu_load_i64(hpu_nn_elem(idx, k), idx->dtype);
+    int ok = v >= 0 && v < c->size;
+    if (!ok) note_bad(&c->bad, v, c->size);
+    if (c->rows) {
+      if (ok) memcpy(out + k * c->row_bytes, in + v * c->row_bytes, (size_t)c->row_bytes);
+      else memset(out + k * c->row_bytes, 0, (size_t)c->row_bytes);
+      continue;
+    }
+    for (int64_t m = 0; m < c->w.n; m++) {
+      int64_t off[2];
+      walk_at(&c->w, m, 2, off);
+      char *o = out + off[0] + k * c->sout;
+      if (ok) copy_elem(o, in + off[1] + v * c->sin, c->es);
+      else memset(o, 0, c->es);
+    }
+  }
+}
+
+hpu_status_t hpu_nn_index_select(const hpu_node_t *node) {
+  isel_t c;
+  memset(&c, 0, sizeof c);
+  const hpu_tensor_t *in = &node->inputs[0], *out = &node->outputs[0];
+  c.node = node;
+  c.dim = node->params.nn.i[0];
+  c.n = hpu_tensor_numel(&node->inputs[1]);
+  if (hpu_tensor_numel(out) == 0) return HPU_SUCCESS;
+  const hpu_tensor_t *ts[2] = {out, in};
+  walk_init(&c.w, out, (int)c.dim, ts, 2);
+  c.size = dim_size(in, c.dim);
+  c.sin = dim_stride(in, c.dim);
+  c.sout = dim_stride(out, c.dim);
+  c.es = hpu_dtype_size(in->dtype);
+  c.rows = c.dim == 0 && hpu_tensor_is_contiguous(in) && hpu_tensor_is_contiguous(out);
+  c.row_bytes = (int64_t)c.es * c.w.n;
+  int64_t per = c.w.n ? c.w.n : 1;
+  int64_t grain = 32768 / per;
+  hpu_parallel_for(c.n, grain > 0 ? grain : 1, isel_run, &c);
+  return bad_status(&c.bad, "index_select", c.dim);
+}
+
+/* gather / scatter ----------------------------------------------------------------- */
+
+typedef struct {
+  const hpu_node_t *node;
+  walk_t w; /* over idx's dims except dim: operands idx, self, other (out or src) */
+  int64_t dim, len, size, s_idx, s_self, s_other;
+  int gather, add, has_src;
+  double value_d;
+  int64_t value_i;
+  bad_t bad;
+} gs_t;
+
+static void gs_run(void *ctx, int64_t begin, int64_t end) {
+  gs_t *c = ctx;
+  const hpu_node_t *n = c->node;
+  const hpu_tensor_t *idx = c->gather ? &n->inputs[1] : &n->inputs[0];
+  const hpu_tensor_t *self = c->gather ? &n->inputs[0] : &n->outputs[0];
+  const hpu_tensor_t *other = c->gather ? &n->outputs[0] : (c->has_src ? &n->inputs[1] : NULL);
+  const char *pi = hpu_tensor_data(idx);
+  char *ps = hpu_tensor_data(self);
+  char *po = other ? hpu_tensor_data(other) : NULL;
+  hpu_dtype_t dts = self->dtype, dto = other ? other->dtype : dts;
+  size_t es = hpu_dtype_size(dts);
+  int fl = hpu_dtype_is_floating(dts);
+  for (int64_t m = begin; m < end; m++) {
+    int64_t off[3];
+    walk_at(&c->w, m, other ? 3 : 2, off);
+    for (int64_t j = 0; j < c->len; j++) {
+      int64_t v = hpu_load_i64(pi + off[0] + j * c->s_idx, idx->dtype);
+      if (v < 0 || v >= c->size) {
+        note_bad(&c->bad, v, c->size);
+        if (c->gather) memset(po + off[2] + j * c->s_other, 0, es);
+        continue;
+      }
+      char *s = ps + off[1] + v * c->s_self;
+      if (c->gather) {
+        copy_elem(po + off[2] + j * c->s_other, s, es);
+        continue;
+      }
+      const char *src = po ? po + off[2] + j * c->s_other : NULL;
+      if (!c->add) {
+        if (src && dto == dts) copy_elem(s, src, es);
+        else if (src) hpu_store_f64(s, dts, hpu_load_f64(src, dto));
+        else if (fl) hpu_store_f64(s, dts, c->value_d);
+        else hpu_store_i64(s, dts, c->value_i);
+      } else if (fl) {
+        double a = src ? hpu_load_f64(src, dto) : c->value_d;
+        if (dts == HPU_FLOAT32) *(float *)s += (float)a;
+        else hpu_store_f64(s, dts, hpu_load_f64(s, dts) + a);
+      } else {
+        int64_t a = src ? hpu_load_i64(src, dto) : c->value_i;
+        hpu_store_i64(s, dts, (int64_t)((uint64_t)hpu_load_i64(s, dts) + (uint64_t)a));
+      }
+    }
+  }
+}
+
+static hpu_status_t gather_scatter(const hpu_node_t *node, int gather) {
+  gs_t c;
+  memset(&c, 0, sizeof c);
+  c.node = node;
+  c.gather = gather;
+  c.dim = node->params.nn.i[0];
+  c.add = !gather && node->params.nn.i[1] == 1;
+  c.has_src = !gather && node->num_inputs == 2;
+  const hpu_tensor_t *idx = gather ? &node->inputs[1] : &node->inputs[0];
+  const hpu_tensor_t *self = gather ? &node->inputs[0] : &node->outputs[0];
+  const hpu_tensor_t *other = gather ? &node->outputs[0] : (c.has_src ? &node->inputs[1] : NULL);
+  if (hpu_tensor_numel(idx) == 0) return HPU_SUCCESS;
+  const hpu_tensor_t *ts[3] = {idx, self, other};
+  walk_init(&c.w, idx, (int)c.dim, ts, other ? 3 : 2);
+  c.len = dim_size(idx, c.dim);
+  c.size = dim_size(self, c.dim);
+  c.s_idx = dim_stride(idx, c.dim);
+  c.s_self = dim_stride(self, c.dim);
+  c.s_other = other ? dim_stride(other, c.dim) : 0;
+  c.value_d = hpu_scalar_as_double(node->params.nn.s[0]);
+  hpu_scalar_t sv = node->params.nn.s[0];
+  c.value_i = sv.kind == HPU_SCALAR_FLOAT ? hpu_f2i(sv.f) : sv.i;
+  int64_t grain = 32768 / (c.len ? c.len : 1);
+  hpu_parallel_for(c.w.n, grain > 0 ? grain : 1, gs_run, &c);
+  return bad_status(&c.bad, gather ? "gather" : "scatter", c.dim);
+}
+
+hpu_status_t hpu_nn_gather(const hpu_node_t *node) { return gather_scatter(node, 1); }
+hpu_status_t hpu_nn_scatter(const hpu_node_t *node) { return gather_scatter(node, 0); }
+
+/* index_add: out.select(dim, idx[k]) += alpha * src.select(dim, k) ----------------------- */
+
+typedef struct {
+  const hpu_node_t *node;
+  walk_t w; /* over self's dims except dim: self, src */
+  int64_t dim, n, size, s_self, s_src;
+  double alpha;
+  int64_t alpha_i;
+  bad_t bad;
+} iadd_t;
+
+static void iadd_run(void *ctx, int64_t begin, int64_t end) {
+  iadd_t *c = ctx;
+  const hpu_node_t *node = c->node;
+  const hpu_tensor_t *idx = &node->inputs[0], *src = &node->inputs[1], *self = &node->outputs[0];
+  char *ps = hpu_tensor_data(self);
+  const char *pr = hpu_tensor_data(src);
+  int fl = hpu_dtype_is_floating(self->dtype);
+  for (int64_t m = begin; m < end; m++) {
+    int64_t off[2];
+    walk_at(&c->w, m, 2, off);
+    for (int64_t k = 0; k < c->n; k++) {
+      int64_t v = hpu_load_i64(hpu_nn_elem(idx, k), idx->dtype);
+      if (v < 0) v += c->size; /* index_add wraps negative indices */
+      if (v < 0 || v >= c->size) {
+        note_bad(&c->bad, v, c->size);
+        continue;
+      }
+      char *s = ps + off[0] + v * c->s_self;
+      const char *r = pr + off[1] + k * c->s_src;
+      if (fl)
+        hpu_store_f64(s, self->dtype, hpu_load_f64(s, self->dtype) + c->alpha * hpu_load_f64(r, src->dtype));
+      else
+        hpu_store_i64(s, self->dtype,
+                      (int64_t)((uint64_t)hpu_load_i64(s, self->dtype) +
+                                (uint64_t)c->alpha_i * (uint64_t)hpu_load_i64(r, src->dtype)));
+    }
+  }
+}
+
+hpu_status_t hpu_nn_index_add(const hpu_node_t *node) {
+  iadd_t c;
+  memset(&c, 0, sizeof c);
+  c.node = node;
+  const hpu_tensor_t *self = &node->outputs[0], *src = &node->inputs[1];
+  c.dim = node->params.nn.i[0];
+  c.n = hpu_tensor_numel(&node->inputs[0]);
+  if (c.n == 0 || hpu_tensor_numel(self) == 0) return HPU_SUCCESS;
+  const hpu_tensor_t *ts[2] = {self, src};
+  walk_init(&c.w, self, (int)c.dim, ts, 2);
+  c.size = dim_size(self, c.dim);
+  c.s_self = dim_stride(self, c.dim);
+  c.s_src = dim_stride(src, c.dim);
+  hpu_scalar_t a = node->params.nn.s[0];
+  c.alpha = hpu_scalar_as_double(a);
+  c.alpha_i = a.kind == HPU_SCALAR_FLOAT ? hpu_f2i(a.f) : a.i;
+  int64_t grain = 32768 / c.n;
+  hpu_parallel_for(c.w.n, grain > 0 ? grain : 1, iadd_run, &c);
+  return bad_status(&c.bad, "index_add", c.dim);
+}
+
+/* embedding backward ---------------------------------------------------------------- */
+
+#define EMB_PARTS 64
+
+typedef struct {
+  const hpu_node_t *node;
+  int64_t n, V, H, pad;
+  float *scale; /* per vocab row, or NULL */
+  bad_t bad;
+} emb_t;
+
+static void emb_run(void *ctx, int64_t begin, int64_t end) {
+  emb_t *c = ctx;
+  const hpu_node_t *node = c->node;
+  const hpu_tensor_t *g = &node->inputs[0], *idx = &node->inputs[1], *o = &node->outputs[0];
+  int64_t parts = c->V < EMB_PARTS ? c->V : EMB_PARTS;
+  int fast = g->dtype == HPU_FLOAT32 && o->dtype == HPU_FLOAT32 && g->strides[1] == 1 &&
+             o->strides[1] == 1;
+  const char *pg = hpu_tensor_data(g);
+  char *po = hpu_tensor_data(o);
+  int64_t egs = (int64_t)hpu_dtype_size(g->dtype), eos = (int64_t)hpu_dtype_size(o->dtype);
+  for (int64_t p = begin; p < end; p++) {
+    for (int64_t k = 0; k < c->n; k++) {
+      int64_t v = hpu_load_i64(hpu_nn_elem(idx, k), idx->dtype);
+      if (v < 0 || v >= c->V) {
+        if (p == 0) note_bad(&c->bad, v, c->V);
+        continue;
+      }
+      if (v % parts != p || v == c->pad) continue;
+      float sc = c->scale ? c->scale[v] : 1.0f;
+      const char *gr = pg + k * g->strides[0] * egs;
+      char *orow = po + v * o->strides[0] * eos;
+      if (fast) {
+        float *dst = (float *)orow;
+        const float *src = (const float *)gr;
+        for (int64_t h = 0; h < c->H; h++) dst[h] += src[h] * sc;
+      } else {
+        for (int64_t h = 0; h < c->H; h++) {
+          char *d = orow + h * o->strides[1] * eos;
+          float a = hpu_load_f32(gr + h * g->strides[1] * egs, g->dtype) * sc;
+          hpu_store_f32(d, o->dtype, hpu_load_f32(d, o->dtype) + a);
+        }
+      }
+    }
+  }
+}
+
+hpu_status_t hpu_nn_embedding_backward(const hpu_node_t *node) {
+  emb_t c;
+  memset(&c, 0, sizeof c);
+  c.node = node;
+  const hpu_tensor_t *idx = &node->inputs[1], *o = &node->outputs[0];
+  c.n = idx->sizes[0];
+  c.V = o->sizes[0];
+  c.H = o->sizes[1];
+  c.pad = node->params.nn.i[0];
+  if (c.V == 0 || c.H == 0) return HPU_SUCCESS;
+  for (int64_t r = 0; r < c.V; r++)
+    for (int64_t h = 0; h < c.H; h++)
+      hpu_store_f64((char *)hpu_tensor_data(o) + (r * o->strides[0] + h * o->strides[1]) *
+                                                     (int64_t)hpu_dtype_size(o->dtype),
+                    o->dtype, 0.0);
+  if (node->params.nn.i[1]) {
+    int64_t *cnt = calloc((size_t)c.V, sizeof *cnt);
+    c.scale = malloc((size_t)c.V * sizeof(float));
+    if (!cnt || !c.scale) abort();
+    for (int64_t k = 0; k < c.n; k++) {
+      int64_t v = hpu_load_i64(hpu_nn_elem(idx, k), idx->dtype);
+      if (v >= 0 && v < c.V) cnt[v]++;
+    }
+    for (int64_t r = 0; r < c.V; r++) c.scale[r] = cnt[r] ? 1.0f / (float)cnt[r] : 1.0f;
+    free(cnt);
+  }
+  int64_t parts = c.V < EMB_PARTS ? c.V : EMB_PARTS;
+  hpu_parallel_for(parts, 1, emb_run, &c);
+  free(c.scale);
+  return bad_status(&c.bad, "embedding_backward", -1);
+}
+
+/* Advanced indexing ------------------------------------------------------------------- */
+
+typedef struct {
+  const hpu_node_t *node;
+  int k, put, acc;
+  hpu_dtype_t dt, idt[HPU_NN_MAX_INDICES];
+  size_t es;
+  bad_t bad;
+} adv_t;
+
+static void adv_loop(void *ctx, char **data, const int64_t *st, int64_t n, int64_t index) {
+  (void)index;
+  adv_t *c = ctx;
+  const hpu_nn_params_t *p = &c->node->params.nn;
+  int fl = hpu_dtype_is_floating(c->dt);
+  for (int64_t e = 0; e < n; e++) {
+    int64_t off = 0;
+    int ok = 1;
+    for (int j = 0; j < c->k; j++) {
+      int64_t v = hpu_load_i64(data[2 + j] + e * st[2 + j], c->idt[j]);
+      int64_t size = p->sizes[j];
+      if (v < 0) v += size;
+      if (v < 0 || v >= size) {
+        note_bad(&c->bad, v < 0 ? v - size : v, size);
+        ok = 0;
+        break;
+      }
+      off += v * p->strides[j];
+    }
+    char *o = data[0] + e * st[0];
+    char *s = data[1] + e * st[1];
+    if (!c->put) {
+      if (ok) copy_elem(o, s + off * (int64_t)c->es, c->es);
+      else memset(o, 0, c->es);
+    } else if (ok) {
+      char *d = o + off * (int64_t)c->es; /* destination element; s is the value */
+      if (!c->acc) copy_elem(d, s, c->es);
+      else if (fl) hpu_store_f64(d, c->dt, hpu_load_f64(d, c->dt) + hpu_load_f64(s, c->dt));
+      else hpu_store_i64(d, c->dt, (int64_t)((uint64_t)hpu_load_i64(d, c->dt) + (uint64_t)hpu_load_i64(s, c->dt)));
+    }
+  }
+}
+
+hpu_status_t hpu_nn_index(const hpu_node_t *node) {
+  adv_t c;
+  memset(&c, 0, sizeof c);
+  c.node = node;
+  c.k = (int)node->params.nn.i[0];
+  c.put = node->op == HPU_OP_INDEX_PUT;
+  c.acc = c.put && node->params.nn.i[1];
+  const hpu_tensor_t *out = &node->outputs[0];
+  c.dt = out->dtype;
+  c.es = hpu_dtype_size(c.dt);
+  for (int j = 0; j < c.k; j++) c.idt[j] = node->inputs[1 + j].dtype;
+  if (hpu_tensor_numel(out) == 0) return HPU_SUCCESS;
+  const hpu_tensor_t *ins[1 + HPU_NN_MAX_INDICES];
+  for (int i = 0; i <= c.k; i++) ins[i] = &node->inputs[i];
+  hpu_iter_t it;
+  /* keep the row-major order: with accumulate, a serial run then adds
+   * duplicates in index order */
+  hpu_iter_build(&it, out, ins, 1 + c.k, c.acc ? HPU_ITER_KEEP_ORDER : 0);
+  hpu_iter_for_each(&it, adv_loop, &c, c.acc ? INT64_MAX : HPU_GRAIN);
+  return bad_status(&c.bad, c.put ? "index_put" : "index", -1);
+}
+
+/* sort / topk --------------------------------------------------------------------------- */
+
+typedef struct {
+  double v;
+  int64_t iv;
+  int64_t i;
+} item_t;
+
+/* a comes before b (stability is the merge's job) */
+static inline int before(const item_t *a, const item_t *b, int desc, int ints) {
+  if (ints) return desc ? a->iv > b->iv : a->iv < b->iv;
+  int an = a->v != a->v, bn = b->v != b->v;
+  if (desc) return an ? !bn : (!bn && a->v > b->v);
+  return bn ? !an : (!an && a->v < b->v);
+}
+
+static void merge_sort(item_t *a, item_t *tmp, int64_t n, int desc, int ints) {
+  for (int64_t w = 1; w < n; w *= 2) {
+    for (int64_t lo = 0; lo < n; lo += 2 * w) {
+      int64_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+      int64_t i = lo, j = mid, k = lo;
+      while (i < mid && j < hi) tmp[k++] = before(&a[j], &a[i], desc, ints) ? a[j++] : a[i++];
+      while (i < mid) tmp[k++] = a[i++];
+      while (j < hi) tmp[k++] = a[j++];
+    }
+    memcpy(a, tmp, (size_t)n * sizeof *a);
+  }
+}
+
+typedef struct {
+  const hpu_node_t *node;
+  walk_t w; /* in, values, indices */
+  int64_t dim, n, k, s_in, s_val, s_idx;
+  int desc;
+} sort_t;
+
+static void sort_run(void *ctx, int64_t begin, int64_t end) {
+  const sort_t *c = ctx;
+  const hpu_node_t *node = c->node;
+  const hpu_tensor_t *in = &node->inputs[0];
+  hpu_dtype_t dt = in->dtype;
+  size_t es = hpu_dtype_size(dt);
+  int ints = !hpu_dtype_is_floating(dt);
+  item_t *buf = malloc((size_t)c->n * 2 * sizeof *buf);
+  if (!buf) abort();
+  const char *pi = hpu_tensor_data(in);
+  char *pv = hpu_tensor_data(&node->outputs[0]), *px = hpu_tensor_data(&node->outputs[1]);
+  for (int64_t m = begin; m < end; m++) {
+    int64_t off[3];
+    walk_at(&c->w, m, 3, off);
+    for (int64_t j = 0; j < c->n; j++) {
+      const char *p = pi + off[0] + j * c->s_in;
+      buf[j].i = j;
+      if (ints) buf[j].iv = hpu_load_i64(p, dt);
+      else buf[j].v = hpu_load_f64(p, dt);
+    }
+    merge_sort(buf, buf + c->n, c->n, c->desc, ints);
+    for (int64_t j = 0; j < c->k; j++) {
+      copy_elem(pv + off[1] + j * c->s_val, pi + off[0] + buf[j].i * c->s_in, es);
+      *(int64_t *)(px + off[2] + j * c->s_idx) = buf[j].i;
+    }
+  }
+  free(buf);
+}
+
+void hpu_nn_sort(const hpu_node_t *node) {
+  sort_t c;
+  memset(&c, 0, sizeof c);
+  c.node = node;
+  const hpu_tensor_t *in = &node->inputs[0];
+  c.dim = node->params.nn.i[0];
+  c.desc = node->params.nn.i[1] != 0;
+  c.k = node->params.nn.i[2];
+  c.n = dim_size(in, c.dim);
+  if (c.k == 0 || c.n == 0 || hpu_tensor_numel(in) == 0) return;
+  const hpu_tensor_t *ts[3] = {in, &node->outputs[0], &node->outputs[1]};
+  walk_init(&c.w, in, (int)c.dim, ts, 3);
+  c.s_in = dim_stride(in, c.dim);
+  c.s_val = dim_stride(&node->outputs[0], c.dim);
+  c.s_idx = dim_stride(&node->outputs[1], c.dim);
+  int64_t grain = 4096 / c.n;
+  hpu_parallel_for(c.w.n, grain > 0 ? grain : 1, sort_run, &c);
+}

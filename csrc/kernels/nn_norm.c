@@ -1,0 +1,665 @@
+/* Softmax / log_softmax and their backward, layer norm and its backward,
+ * nll_loss and its backward.
+ *
+ * Rows along the last dim (the transformer case) run row by row, split over
+ * the thread pool, in float for fp32/bf16/fp16 (reduced types are converted
+ * into a per-task float row buffer) and in double for fp64. The float row
+ * loops are written so GCC vectorises them (lane arrays for sums and maxima,
+ * a branch-free exp) and are compiled as AVX2/AVX-512 clones picked at run
+ * time. Softmax over another dim walks columns with a stride. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hpu/parallel.h"
+#include "kernels/cvt.h"
+#include "kernels/isa.h"
+#include "kernels/kernels.h"
+#include "kernels/nn_util.h"
+
+#define LANES 16
+
+/* Row conversions --------------------------------------------------------------- */
+
+static void load_row(float *dst, const char *src, int64_t n, hpu_dtype_t dt) {
+  switch (dt) {
+    case HPU_FLOAT32: memcpy(dst, src, (size_t)n * 4); break;
+    case HPU_BFLOAT16: {
+      const uint16_t *s = (const uint16_t *)src;
+      for (int64_t i = 0; i < n; i++) dst[i] = hpu_cvt_bf16_f32(s[i]);
+      break;
+    }
+    case HPU_FLOAT16: {
+      const uint16_t *s = (const uint16_t *)src;
+      for (int64_t i = 0; i < n; i++) dst[i] = hpu_cvt_half_f32(s[i]);
+      break;
+    }
+    default: {
+      int64_t es = (int64_t)hpu_dtype_size(dt);
+      for (int64_t i = 0; i < n; i++) dst[i] = hpu_load_f32(src + i * es, dt);
+      break;
+    }
+  }
+}
+
+static void store_row(char *dst, const float *src, int64_t n, hpu_dtype_t dt) {
+  switch (dt) {
+    case HPU_FLOAT32: memcpy(dst, src, (size_t)n * 4); break;
+    case HPU_BFLOAT16: {
+      uint16_t *d = (uint16_t *)dst;
+      for (int64_t i = 0; i < n; i++) d[i] = hpu_cvt_f32_bf16(src[i]);
+      break;
+    }
+    case HPU_FLOAT16: {
+      uint16_t *d = (uint16_t *)dst;
+      for (int64_t i = 0; i < n; i++) d[i] = hpu_cvt_f32_half(src[i]);
+      break;
+    }
+    default: {
+      int64_t es = (int64_t)hpu_dtype_size(dt);
+      for (int64_t i = 0; i < n; i++) hpu_store_f32(dst + i * es, dt, src[i]);
+      break;
+    }
+  }
+}
+
+/* Float row kernels (per ISA) -------------------------------------------------- */
+
+#define DEF_ROWS(ISA)                                                                   \
+  static HPU_ATTR_##ISA float rmax_##ISA(const float *x, int64_t n) {                   \
+    float m[LANES];                                                                     \
+    for (int j = 0; j < LANES; j++) m[j] = -INFINITY;                                   \
+    int64_t i = 0;                                                                      \
+    for (; i + LANES <= n; i += LANES)                                                  \
+      for (int j = 0; j < LANES; j++) m[j] = x[i + j] > m[j] ? x[i + j] : m[j];         \
+    float r = -INFINITY;                                                                \
+    for (; i < n; i++) r = x[i] > r ? x[i] : r;                                         \
+    for (int j = 0; j < LANES; j++) r = m[j] > r ? m[j] : r;                            \
+    return r;                                                                           \
+  }                                                                                     \
+  /* y = exp(x - c); returns sum(y) */                                                  \
+  static HPU_ATTR_##ISA float rexp_##ISA(const float *x, float *y, int64_t n, float c) { \
+    float s[LANES] = {0};                                                               \
+    int64_t i = 0;                                                                      \
+    for (; i + LANES <= n; i += LANES)                                                  \
+      for (int j = 0; j < LANES; j++) {                                                 \
+        float e = hpu_nn_expf(x[i + j] - c);                                            \
+        y[i + j] = e;                                                                   \
+        s[j] += e;                                                                      \
+      }                                                                                 \
+    float r = 0;                                                                        \
+    for (; i < n; i++) {                                                                \
+      float e = hpu_nn_expf(x[i] - c);                                                  \
+      y[i] = e;                                                                         \
+      r += e;                                                                           \
+    }                                                                                   \
+    for (int j = 0; j < LANES; j++) r += s[j];                                          \
+    return r;                                                                           \
+  }                                                                                     \
+  /* sum(exp(x - c)) without storing */                                                 \
+  static HPU_ATTR_##ISA float rexpsum_##ISA(const float *x, int64_t n, float c) {       \
+    float s[LANES] = {0};                                                               \
+    int64_t i = 0;                                                                      \
+    for (; i + LANES <= n; i += LANES)                                                  \
+      for (int j = 0; j < LANES; j++) s[j] += hpu_nn_expf(x[i + j] - c);                \
+    float r = 0;                                                                        \
+    for (; i < n; i++) r += hpu_nn_expf(x[i] - c);                                      \
+    for (int j = 0; j < LANES; j++) r += s[j];                                          \
+    return r;                                                                           \
+  }                                                                                     \
+  static HPU_ATTR_##ISA void rscale_##ISA(float *y, int64_t n, float a, float b) {      \
+    for (int64_t i = 0; i < n; i++) y[i] = y[i] * a + b;                                \
+  }                                                                                     \
+  static HPU_ATTR_##ISA void raffine_##ISA(const float *x, float *y, int64_t n, float a, \
+                                           float b) {                                   \
+    for (int64_t i = 0; i < n; i++) y[i] = x[i] * a + b;                                \
+  }                                                                                     \
+  static HPU_ATTR_##ISA float rsum_##ISA(const float *x, int64_t n) {                   \
+    float s[LANES] = {0};                                                               \
+    int64_t i = 0;                                                                      \
+    for (; i + LANES <= n; i += LANES)                                                  \
+      for (int j = 0; j < LANES; j++) s[j] += x[i + j];                                 \
+    float r = 0;                                                                        \
+    for (; i < n; i++) r += x[i];                                                       \
+    for (int j = 0; j < LANES; j++) r += s[j];                                          \
+    return r;                                                                           \
+  }                                                                                     \
+  /* sum((x - c)^2) */                                                                  \
+  static HPU_ATTR_##ISA float rssd_##ISA(const float *x, int64_t n, float c) {          \
+    float s[LANES] = {0};                                                               \
+    int64_t i = 0;                                                                      \
+    for (; i + LANES <= n; i += LANES)                                                  \
+      for (int j = 0; j < LANES; j++) {                                                 \
+        float d = x[i + j] - c;                                                         \
+        s[j] += d * d;                                                                  \
+      }                                                                                 \
+    float r = 0;                                                                        \
+    for (; i < n; i++) r += (x[i] - c) * (x[i] - c);                                    \
+    for (int j = 0; j < LANES; j++) r += s[j];                                          \
+    return r;                                                                           \
+  }                                                                                     \
+  static HPU_ATTR_##ISA float rdot_##ISA(const float *x, const float *y, int64_t n) {   \
+    float s[LANES] = {0};                                                               \
+    int64_t i = 0;                                                                      \
+    for (; i + LANES <= n; i += LANES)                                                  \
+      for (int j = 0; j < LANES; j++) s[j] += x[i + j] * y[i + j];                      \
+    float r = 0;                                                                        \
+    for (; i < n; i++) r += x[i] * y[i];                                                \
+    for (int j = 0; j < LANES; j++) r += s[j];                                          \
+    return r;                                                                           \
+  }                                                                                     \
+  /* y = (x - mean) * rstd * w + b */                                                   \
+  static HPU_ATTR_##ISA void rnorm_##ISA(const float *x, float *y, int64_t n, float mean, \
+                                         float rstd, const float *w, const float *b) {  \
+    for (int64_t i = 0; i < n; i++) y[i] = (x[i] - mean) * rstd * w[i] + b[i];          \
+  }                                                                                     \
+  /* softmax backward: dx = y * (g - dot) */                                            \
+  static HPU_ATTR_##ISA void rsmb_##ISA(const float *g, const float *y, float *dx,      \
+                                        int64_t n, float dot) {                         \
+    for (int64_t i = 0; i < n; i++) dx[i] = y[i] * (g[i] - dot);                        \
+  }                                                                                     \
+  /* log_softmax backward: dx = g - exp(y) * s */                                       \
+  static HPU_ATTR_##ISA void rlsmb_##ISA(const float *g, const float *y, float *dx,     \
+                                         int64_t n, float s) {                          \
+    for (int64_t i = 0; i < n; i++) dx[i] = g[i] - hpu_nn_expf(y[i]) * s;               \
+  }                                                                                     \
+  /* layer norm backward row: accumulates dgamma/dbeta, writes dx */                    \
+  static HPU_ATTR_##ISA void rlnb_##ISA(const float *dy, const float *x, const float *w, \
+                                        float *dx, float *dg, float *db, int64_t n,     \
+                                        float mean, float rstd, int want_dx) {          \
+    float s1[LANES] = {0}, s2[LANES] = {0};                                             \
+    int64_t i = 0;                                                                      \
+    for (; i + LANES <= n; i += LANES)                                                  \
+      for (int j = 0; j < LANES; j++) {                                                 \
+        float xh = (x[i + j] - mean) * rstd, g = dy[i + j] * w[i + j];                  \
+        s1[j] += g;                                                                     \
+        s2[j] += g * xh;                                                                \
+      }                                                                                 \
+    float a = 0, b = 0;                                                                 \
+    for (; i < n; i++) {                                                                \
+      float xh = (x[i] - mean) * rstd, g = dy[i] * w[i];                                \
+      a += g;                                                                           \
+      b += g * xh;                                                                      \
+    }                                                                                   \
+    for (int j = 0; j < LANES; j++) {                                                   \
+      a += s1[j];                                                                       \
+      b += s2[j];                                                                       \
+    }                                                                                   \
+    if (dg)                                                                             \
+      for (i = 0; i < n; i++) dg[i] += dy[i] * ((x[i] - mean) * rstd);                  \
+    if (db)                                                                             \
+      for (i = 0; i < n; i++) db[i] += dy[i];                                           \
+    if (want_dx) {                                                                      \
+      float ma = a / (float)n, mb = b / (float)n;                                       \
+      for (i = 0; i < n; i++) {                                                         \
+        float xh = (x[i] - mean) * rstd;                                                \
+        dx[i] = rstd * (dy[i] * w[i] - ma - xh * mb);                                   \
+      }                                                                                 \
+    }                                                                                   \
+  }
+
+DEF_ROWS(generic)
+#if HPU_HAVE_ISA_CLONES
+DEF_ROWS(avx2)
+DEF_ROWS(avx512)
+#endif
+
+typedef struct {
+  float (*max)(const float *, int64_t);
+  float (*exp)(const float *, float *, int64_t, float);
+  float (*expsum)(const float *, int64_t, float);
+  void (*scale)(float *, int64_t, float, float);
+  void (*affine)(const float *, float *, int64_t, float, float);
+  float (*sum)(const float *, int64_t);
+  float (*ssd)(const float *, int64_t, float);
+  float (*dot)(const float *, const float *, int64_t);
+  void (*norm)(const float *, float *, int64_t, float, float, const float *, const float *);
+  void (*smb)(const float *, const float *, float *, int64_t, float);
+  void (*lsmb)(const float *, const float *, float *, int64_t, float);
+  void (*lnb)(const float *, const float *, const float *, float *, float *, float *, int64_t,
+              float, float, int);
+} rows_t;
+
+#define ROWS_OF(ISA)                                                                     \
+  {rmax_##ISA, rexp_##ISA, rexpsum_##ISA, rscale_##ISA, raffine_##ISA, rsum_##ISA,       \
+   rssd_##ISA, rdot_##ISA, rnorm_##ISA, rsmb_##ISA, rlsmb_##ISA, rlnb_##ISA}
+
+static const rows_t rows_generic = ROWS_OF(generic);
+#if HPU_HAVE_ISA_CLONES
+static const rows_t rows_avx2 = ROWS_OF(avx2);
+static const rows_t rows_avx512 = ROWS_OF(avx512);
+#endif
+
+static const rows_t *rows(void) {
+#if HPU_HAVE_ISA_CLONES
+  hpu_isa_t isa = hpu_kernels_isa();
+  if (isa == HPU_ISA_AVX512) return &rows_avx512;
+  if (isa == HPU_ISA_AVX2) return &rows_avx2;
+#endif
+  return &rows_generic;
+}
+
+/* Softmax ------------------------------------------------------------------------ */
+
+typedef struct {
+  const hpu_node_t *node;
+  const rows_t *R;
+  int64_t outer, D, inner;
+  int log;
+} sm_t;
+
+static void geometry(const hpu_tensor_t *t, int64_t dim, int64_t *outer, int64_t *D,
+                     int64_t *inner) {
+  *outer = 1;
+  *inner = 1;
+  *D = t->ndim ? t->sizes[dim] : 1;
+  for (int d = 0; d < t->ndim; d++) {
+    if (d < dim) *outer *= t->sizes[d];
+    if (d > dim) *inner *= t->sizes[d];
+  }
+}
+
+/* One float row: y = softmax(x) (x may alias y). */
+static void softmax_row_f(const rows_t *R, const float *x, float *y, int64_t n, int log) {
+  float mx = R->max(x, n);
+  if (mx == -INFINITY) mx = 0; /* all -inf: exp gives 0s, as PyTorch */
+  if (log) {
+    float s = R->expsum(x, n, mx);
+    R->affine(x, y, n, 1.0f, -mx - logf(s));
+  } else {
+    float s = R->exp(x, y, n, mx);
+    R->scale(y, n, 1.0f / s, 0.0f);
+  }
+}
+
+static void softmax_row_d(const double *x, double *y, int64_t n, int64_t sx, int64_t sy, int lg) {
+  double mx = -INFINITY;
+  int nan = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double v = x[i * sx];
+    if (v != v) nan = 1;
+    if (v > mx) mx = v;
+  }
+  if (nan) mx = NAN;
+  if (mx == -INFINITY) mx = 0;
+  double s = 0;
+  for (int64_t i = 0; i < n; i++) s += exp(x[i * sx] - mx);
+  if (lg) {
+    double ls = log(s);
+    for (int64_t i = 0; i < n; i++) y[i * sy] = x[i * sx] - mx - ls;
+  } else {
+    for (int64_t i = 0; i < n; i++) y[i * sy] = exp(x[i * sx] - mx) / s;
+  }
+}
+
+static void softmax_rows(void *ctx, int64_t begin, int64_t end) {
+  const sm_t *c = ctx;
+  const hpu_tensor_t *in = &c->node->inputs[0], *out = &c->node->outputs[0];
+  hpu_dtype_t dt = in->dtype;
+  int64_t es = (int64_t)hpu_dtype_size(dt), D = c->D;
+  const char *x = hpu_tensor_data(in);
+  char *y = hpu_tensor_data(out);
+  if (c->inner == 1) {
+    if (dt == HPU_FLOAT64) {
+      for (int64_t r = begin; r < end; r++)
+        softmax_row_d((const double *)x + r * D, (double *)y + r * D, D, 1, 1, c->log);
+      return;
+    }
+    if (dt == HPU_FLOAT32) {
+      for (int64_t r = begin; r < end; r++)
+        softmax_row_f(c->R, (const float *)x + r * D, (float *)y + r * D, D, c->log);
+      return;
+    }
+    float *buf = malloc((size_t)D * sizeof(float));
+    if (!buf) abort();
+    for (int64_t r = begin; r < end; r++) {
+      load_row(buf, x + r * D * es, D, dt);
+      softmax_row_f(c->R, buf, buf, D, c->log);
+      store_row(y + r * D * es, buf, D, dt);
+    }
+    free(buf);
+    return;
+  }
+  /* columns: r indexes (outer, inner) pairs */
+  double *bx = malloc((size_t)D * 2 * sizeof(double));
+  if (!bx) abort();
+  double *by = bx + D;
+  for (int64_t r = begin; r < end; r++) {
+    int64_t o = r / c->inner, i = r % c->inner;
+    int64_t base = o * D * c->inner + i;
+    for (int64_t k = 0; k < D; k++) bx[k] = hpu_load_f64(x + (base + k * c->inner) * es, dt);
+    softmax_row_d(bx, by, D, 1, 1, c->log);
+    if (dt != HPU_FLOAT64) /* float math semantics: round through float */
+      for (int64_t k = 0; k < D; k++) hpu_store_f32(y + (base + k * c->inner) * es, dt, (float)by[k]);
+    else
+      for (int64_t k = 0; k < D; k++) hpu_store_f64(y + (base + k * c->inner) * es, dt, by[k]);
+  }
+  free(bx);
+}
+
+void hpu_nn_softmax(const hpu_node_t *node) {
+  sm_t c = {node, rows(), 0, 0, 0, (int)node->params.nn.i[1]};
+  geometry(&node->inputs[0], node->params.nn.i[0], &c.outer, &c.D, &c.inner);
+  int64_t nrows = c.outer * c.inner;
+  if (nrows == 0 || c.D == 0) return;
+  int64_t grain = 32768 / c.D;
+  hpu_parallel_for(nrows, grain > 0 ? grain : 1, softmax_rows, &c);
+}
+
+static void softmax_bw_rows(void *ctx, int64_t begin, int64_t end) {
+  const sm_t *c = ctx;
+  const hpu_tensor_t *g = &c->node->inputs[0], *y = &c->node->inputs[1];
+  const hpu_tensor_t *dx = &c->node->outputs[0];
+  hpu_dtype_t dg = g->dtype, dy = y->dtype, dd = dx->dtype;
+  int64_t D = c->D, inner = c->inner;
+  const char *pg = hpu_tensor_data(g), *py = hpu_tensor_data(y);
+  char *pd = hpu_tensor_data(dx);
+  int64_t eg = (int64_t)hpu_dtype_size(dg), ey = (int64_t)hpu_dtype_size(dy),
+          ed = (int64_t)hpu_dtype_size(dd);
+  int dbl = dg == HPU_FLOAT64 || dy == HPU_FLOAT64 || dd == HPU_FLOAT64 || inner != 1;
+  if (!dbl) {
+    float *buf = malloc((size_t)D * 3 * sizeof(float));
+    if (!buf) abort();
+    float *bg = buf, *by = buf + D, *bd = buf + 2 * D;
+    for (int64_t r = begin; r < end; r++) {
+      const float *fg = bg, *fy = by;
+      if (dg == HPU_FLOAT32) fg = (const float *)(pg + r * D * eg);
+      else load_row(bg, pg + r * D * eg, D, dg);
+      if (dy == HPU_FLOAT32) fy = (const float *)(py + r * D * ey);
+      else load_row(by, py + r * D * ey, D, dy);
+      float *fd = dd == HPU_FLOAT32 ? (float *)(pd + r * D * ed) : bd;
+      if (c->log) c->R->lsmb(fg, fy, fd, D, c->R->sum(fg, D));
+      else c->R->smb(fg, fy, fd, D, c->R->dot(fg, fy, D));
+      if (dd != HPU_FLOAT32) store_row(pd + r * D * ed, fd, D, dd);
+    }
+    free(buf);
+    return;
+  }
+  for (int64_t r = begin; r < end; r++) {
+    int64_t o = r / inner, i = r % inner, base = o * D * inner + i;
+    double s = 0;
+    for (int64_t k = 0; k < D; k++) {
+      int64_t e = base + k * inner;
+      double gv = hpu_load_f64(pg + e * eg, dg);
+      s += c->log ? gv : gv * hpu_load_f64(py + e * ey, dy);
+    }
+    for (int64_t k = 0; k < D; k++) {
+      int64_t e = base + k * inner;
+      double gv = hpu_load_f64(pg + e * eg, dg), yv = hpu_load_f64(py + e * ey, dy);
+      hpu_store_f64(pd + e * ed, dd, c->log ? gv - exp(yv) * s : yv * (gv - s));
+    }
+  }
+}
+
+void hpu_nn_softmax_backward(const hpu_node_t *node) {
+  sm_t c = {node, rows(), 0, 0, 0, (int)node->params.nn.i[1]};
+  geometry(&node->inputs[0], node->params.nn.i[0], &c.outer, &c.D, &c.inner);
+  int64_t nrows = c.outer * c.inner;
+  if (nrows == 0 || c.D == 0) return;
+  int64_t grain = 32768 / c.D;
+  hpu_parallel_for(nrows, grain > 0 ? grain : 1, softmax_bw_rows, &c);
+}
+
+/* Layer norm ------------------------------------------------------------------------ */
+
+typedef struct {
+  const hpu_node_t *node;
+  const rows_t *R;
+  int64_t M, N;
+  float *w, *b;      /* float copies of weight / bias (1 / 0 when absent) */
+  double *wd, *bd;   /* fp64 */
+  double eps;
+  float *parts;      /* layer norm backward: [nblocks][2][N] */
+  int64_t nblocks, rows_per_block;
+} ln_t;
+
+static void ln_rows(void *ctx, int64_t begin, int64_t end) {
+  const ln_t *c = ctx;
+  const hpu_node_t *n = c->node;
+  const hpu_tensor_t *x = &n->inputs[0], *y = &n->outputs[0];
+  hpu_dtype_t dt = x->dtype;
+  int64_t N = c->N, es = (int64_t)hpu_dtype_size(dt);
+  const char *px = hpu_tensor_data(x);
+  char *py = hpu_tensor_data(y);
+  if (dt == HPU_FLOAT64) {
+    for (int64_t r = begin; r < end; r++) {
+      const double *xr = (const double *)px + r * N;
+      double *yr = (double *)py + r * N;
+      double s = 0, v = 0;
+      for (int64_t i = 0; i < N; i++) s += xr[i];
+      double mean = s / (double)N;
+      for (int64_t i = 0; i < N; i++) v += (xr[i] - mean) * (xr[i] - mean);
+      double rstd = 1.0 / sqrt(v / (double)N + c->eps);
+      for (int64_t i = 0; i < N; i++) yr[i] = (xr[i] - mean) * rstd * c->wd[i] + c->bd[i];
+      hpu_store_f64(hpu_nn_elem(&n->outputs[1], r), n->outputs[1].dtype, mean);
+      hpu_store_f64(hpu_nn_elem(&n->outputs[2], r), n->outputs[2].dtype, rstd);
+    }
+    return;
+  }
+  float *buf = dt == HPU_FLOAT32 ? NULL : malloc((size_t)N * sizeof(float));
+  if (dt != HPU_FLOAT32 && !buf) abort();
+  for (int64_t r = begin; r < end; r++) {
+    const float *xr;
+    float *yr;
+    if (buf) {
+      load_row(buf, px + r * N * es, N, dt);
+      xr = yr = buf;
+    } else {
+      xr = (const float *)px + r * N;
+      yr = (float *)py + r * N;
+    }
+    float mean = c->R->sum(xr, N) / (float)N;
+    float var = c->R->ssd(xr, N, mean) / (float)N;
+    float rstd = 1.0f / sqrtf(var + (float)c->eps);
+    c->R->norm(xr, yr, N, mean, rstd, c->w, c->b);
+    if (buf) store_row(py + r * N * es, buf, N, dt);
+    hpu_store_f32(hpu_nn_elem(&n->outputs[1], r), n->outputs[1].dtype, mean);
+    hpu_store_f32(hpu_nn_elem(&n->outputs[2], r), n->outputs[2].dtype, rstd);
+  }
+  free(buf);
+}
+
+/* Float and double copies of an optional [N] parameter (fill when absent). */
+static int param_copy(const hpu_tensor_t *t, int64_t N, float fill, float **f, double **d) {
+  *f = malloc((size_t)(N ? N : 1) * sizeof(float));
+  *d = malloc((size_t)(N ? N : 1) * sizeof(double));
+  if (!*f || !*d) return -1;
+  for (int64_t i = 0; i < N; i++) {
+    double v = t ? hpu_load_f64(hpu_nn_elem(t, i), t->dtype) : fill;
+    (*f)[i] = (float)v;
+    (*d)[i] = v;
+  }
+  return 0;
+}
+
+void hpu_nn_layer_norm(const hpu_node_t *node) {
+  ln_t c;
+  memset(&c, 0, sizeof c);
+  c.node = node;
+  c.R = rows();
+  c.M = node->inputs[0].sizes[0];
+  c.N = node->inputs[0].sizes[1];
+  c.eps = hpu_scalar_as_double(node->params.nn.s[0]);
+  int64_t flags = node->params.nn.i[0];
+  const hpu_tensor_t *w = (flags & 1) ? &node->inputs[1] : NULL;
+  const hpu_tensor_t *b = (flags & 2) ? &node->inputs[(flags & 1) ? 2 : 1] : NULL;
+  if (c.M == 0) return;
+  if (c.N == 0) { /* normalising nothing: mean and rstd are NaN (0/0), as PyTorch */
+    for (int64_t r = 0; r < c.M; r++) {
+      hpu_store_f64(hpu_nn_elem(&node->outputs[1], r), node->outputs[1].dtype, NAN);
+      hpu_store_f64(hpu_nn_elem(&node->outputs[2], r), node->outputs[2].dtype, NAN);
+    }
+    return;
+  }
+  if (param_copy(w, c.N, 1.0f, &c.w, &c.wd) || param_copy(b, c.N, 0.0f, &c.b, &c.bd)) abort();
+  int64_t grain = 32768 / c.N;
+  hpu_parallel_for(c.M, grain > 0 ? grain : 1, ln_rows, &c);
+  free(c.w); free(c.wd); free(c.b); free(c.bd);
+}
+
+static void lnb_blocks(void *ctx, int64_t begin, int64_t end) {
+  const ln_t *c = ctx;
+  const hpu_node_t *n = c->node;
+  int64_t N = c->N, mask = n->params.nn.i[0];
+  const hpu_tensor_t *dy = &n->inputs[0], *x = &n->inputs[1], *st = &n->inputs[2];
+  const hpu_tensor_t *dx = &n->outputs[0];
+  hpu_dtype_t dt = x->dtype, dtg = dy->dtype, dtd = (mask & 1) ? dx->dtype : HPU_FLOAT32;
+  int64_t es = (int64_t)hpu_dtype_size(dt), esg = (int64_t)hpu_dtype_size(dtg),
+          esd = (int64_t)hpu_dtype_size(dtd);
+  const char *px = hpu_tensor_data(x), *pg = hpu_tensor_data(dy);
+  char *pd = (mask & 1) ? hpu_tensor_data(dx) : NULL;
+  float *buf = malloc((size_t)N * 3 * sizeof(float));
+  if (!buf) abort();
+  float *bx = buf, *bg = buf + N, *bd = buf + 2 * N;
+  for (int64_t blk = begin; blk < end; blk++) {
+    float *dg = c->parts + blk * 2 * N, *db = dg + N;
+    memset(dg, 0, (size_t)N * 2 * sizeof(float));
+    int64_t r0 = blk * c->rows_per_block, r1 = r0 + c->rows_per_block;
+    if (r1 > c->M) r1 = c->M;
+    for (int64_t r = r0; r < r1; r++) {
+      const float *fx = bx, *fg = bg;
+      if (dt == HPU_FLOAT32) fx = (const float *)px + r * N;
+      else load_row(bx, px + r * N * es, N, dt);
+      if (dtg == HPU_FLOAT32) fg = (const float *)pg + r * N;
+      else load_row(bg, pg + r * N * esg, N, dtg);
+      float *fd = (pd && dtd == HPU_FLOAT32) ? (float *)pd + r * N : bd;
+      float mean = hpu_load_f32(hpu_nn_elem(st, r), st->dtype);
+      float rstd = hpu_load_f32(hpu_nn_elem(st, c->M + r), st->dtype);
+      c->R->lnb(fg, fx, c->w, fd, (mask & 2) ? dg : NULL, (mask & 4) ? db : NULL, N, mean, rstd,
+                (int)(mask & 1));
+      if (pd && dtd != HPU_FLOAT32) store_row(pd + r * N * esd, bd, N, dtd);
+    }
+  }
+  free(buf);
+}
+
+static void lnb_rows_f64(void *ctx, int64_t begin, int64_t end) {
+  const ln_t *c = ctx;
+  const hpu_node_t *n = c->node;
+  int64_t N = c->N;
+  const double *x = hpu_tensor_data(&n->inputs[1]), *dy = hpu_tensor_data(&n->inputs[0]);
+  const hpu_tensor_t *st = &n->inputs[2];
+  double *dx = hpu_tensor_data(&n->outputs[0]);
+  for (int64_t r = begin; r < end; r++) {
+    double mean = hpu_load_f64(hpu_nn_elem(st, r), st->dtype);
+    double rstd = hpu_load_f64(hpu_nn_elem(st, c->M + r), st->dtype);
+    const double *xr = x + r * N, *gr = dy + r * N;
+    double a = 0, b = 0;
+    for (int64_t i = 0; i < N; i++) {
+      double g = gr[i] * c->wd[i];
+      a += g;
+      b += g * (xr[i] - mean) * rstd;
+    }
+    a /= (double)N;
+    b /= (double)N;
+    for (int64_t i = 0; i < N; i++)
+      dx[r * N + i] = rstd * (gr[i] * c->wd[i] - a - (xr[i] - mean) * rstd * b);
+  }
+}
+
+void hpu_nn_layer_norm_backward(const hpu_node_t *node) {
+  ln_t c;
+  memset(&c, 0, sizeof c);
+  c.node = node;
+  c.R = rows();
+  const hpu_tensor_t *x = &node->inputs[1];
+  c.M = x->sizes[0];
+  c.N = x->sizes[1];
+  int64_t mask = node->params.nn.i[0];
+  const hpu_tensor_t *w = node->params.nn.i[1] ? &node->inputs[3] : NULL;
+  int64_t N = c.N;
+  if (N == 0) return;
+  if (param_copy(w, N, 1.0f, &c.w, &c.wd)) abort();
+  if (x->dtype == HPU_FLOAT64) {
+    /* fp64: dx by rows, dgamma/dbeta by columns, all in double */
+    const hpu_tensor_t *st = &node->inputs[2];
+    const double *px = hpu_tensor_data(x), *pg = hpu_tensor_data(&node->inputs[0]);
+    if ((mask & 1) && c.M) hpu_parallel_for(c.M, 32768 / N + 1, lnb_rows_f64, &c);
+    for (int k = 1; k < 3; k++) {
+      if (!((mask >> k) & 1)) continue;
+      for (int64_t i = 0; i < N; i++) {
+        double s = 0;
+        for (int64_t r = 0; r < c.M; r++) {
+          double g = pg[r * N + i];
+          if (k == 1) {
+            double mean = hpu_load_f64(hpu_nn_elem(st, r), st->dtype);
+            double rstd = hpu_load_f64(hpu_nn_elem(st, c.M + r), st->dtype);
+            g *= (px[r * N + i] - mean) * rstd;
+          }
+          s += g;
+        }
+        hpu_store_f64(hpu_nn_elem(&node->outputs[k], i), node->outputs[k].dtype, s);
+      }
+    }
+    free(c.w); free(c.wd);
+    return;
+  }
+  c.rows_per_block = 64;
+  c.nblocks = (c.M + c.rows_per_block - 1) / c.rows_per_block;
+  c.parts = malloc((size_t)(c.nblocks ? c.nblocks : 1) * 2 * (size_t)N * sizeof(float));
+  if (!c.parts) abort();
+  if (c.nblocks) hpu_parallel_for(c.nblocks, 1, lnb_blocks, &c);
+  for (int k = 1; k < 3; k++) {
+    if (!((mask >> k) & 1)) continue;
+    const hpu_tensor_t *o = &node->outputs[k];
+    for (int64_t i = 0; i < N; i++) {
+      double s = 0;
+      for (int64_t b = 0; b < c.nblocks; b++) s += c.parts[(b * 2 + (k - 1)) * N + i];
+      hpu_store_f64(hpu_nn_elem(o, i), o->dtype, s);
+    }
+  }
+  free(c.parts);
+  free(c.w); free(c.wd);
+}
+
+/* nll_loss ------------------------------------------------------------------------------ */
+
+hpu_status_t hpu_nn_nll_loss(const hpu_node_t *node) {
+  const hpu_tensor_t *x = &node->inputs[0], *t = &node->inputs[1];
+  const hpu_tensor_t *w = node->params.nn.i[2] ? &node->inputs[2] : NULL;
+  int64_t red = node->params.nn.i[0], ignore = node->params.nn.i[1];
+  int64_t N = x->sizes[0], C = x->sizes[1];
+  const hpu_tensor_t *out = &node->outputs[0], *tw = &node->outputs[1];
+  double sum = 0, wsum = 0;
+  for (int64_t i = 0; i < N; i++) {
+    int64_t c = hpu_load_i64(hpu_nn_elem(t, i), t->dtype);
+    double l = 0, wt = 0;
+    if (c != ignore) {
+      if (c < 0 || c >= C)
+        return hpu_error(HPU_ERROR_OUT_OF_RANGE, "Target %lld is out of bounds.", (long long)c);
+      wt = w ? hpu_load_f64(hpu_nn_elem(w, c), w->dtype) : 1.0;
+      l = -wt * hpu_load_f64(hpu_nn_elem(x, i * C + c), x->dtype);
+    }
+    if (red == 0) hpu_store_f64(hpu_nn_elem(out, i), out->dtype, l);
+    sum += l;
+    wsum += wt;
+  }
+  if (red != 0) hpu_store_f64(hpu_tensor_data(out), out->dtype, red == 1 ? sum / wsum : sum);
+  hpu_store_f64(hpu_tensor_data(tw), tw->dtype, red == 0 ? 0.0 : wsum);
+  return HPU_SUCCESS;
+}
+
+hpu_status_t hpu_nn_nll_loss_backward(const hpu_node_t *node) {
+  const hpu_tensor_t *g = &node->inputs[0], *t = &node->inputs[1], *tw = &node->inputs[2];
+  const hpu_tensor_t *w = node->params.nn.i[2] ? &node->inputs[3] : NULL;
+  const hpu_tensor_t *gi = &node->outputs[0];
+  int64_t red = node->params.nn.i[0], ignore = node->params.nn.i[1];
+  int64_t N = gi->sizes[0], C = gi->sizes[1];
+  if (hpu_tensor_is_contiguous(gi)) /* all-zero bits are 0 in every float dtype */
+    memset(hpu_tensor_data(gi), 0, (size_t)(N * C) * hpu_dtype_size(gi->dtype));
+  else
+    for (int64_t i = 0; i < N * C; i++) hpu_store_f64(hpu_nn_elem(gi, i), gi->dtype, 0.0);
+  double total = hpu_load_f64(hpu_tensor_data(tw), tw->dtype);
+  double g0 = red != 0 ? hpu_load_f64(hpu_tensor_data(g), g->dtype) : 0;
+  for (int64_t i = 0; i < N; i++) {
+    int64_t c = hpu_load_i64(hpu_nn_elem(t, i), t->dtype);
+    if (c == ignore) continue;
+    if (c < 0 || c >= C)
+      return hpu_error(HPU_ERROR_OUT_OF_RANGE, "Target %lld is out of bounds.", (long long)c);
+    double wt = w ? hpu_load_f64(hpu_nn_elem(w, c), w->dtype) : 1.0;
+    double gv = red == 0 ? hpu_load_f64(hpu_nn_elem(g, i), g->dtype) : red == 1 ? g0 / total : g0;
+    hpu_store_f64(hpu_nn_elem(gi, i * C + c), gi->dtype, -wt * gv);
+  }
+  return HPU_SUCCESS;
+}

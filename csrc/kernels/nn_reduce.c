@@ -1,0 +1,534 @@
+/* Reductions (HPU_OP_REDUCE), max/min with indices (HPU_OP_ARGREDUCE) and
+ * cumsum.
+ *
+ * A reduction splits the input's dims into kept dims K (one output element
+ * per position) and reduced dims R. R is ordered by stride, innermost first,
+ * and contiguous neighbours are coalesced, so R is walked in runs along its
+ * innermost dim; each run feeds an accumulator. Float sums run in blocks of
+ * 4096 elements over 32 float lanes (vectorised; AVX2/AVX-512 clones), each
+ * block's float total added into a double: at least as accurate as
+ * PyTorch's cascade sum. Outputs are split over the thread pool; when there
+ * are fewer outputs than threads and many elements per output, each output's
+ * R is split in fixed blocks (deterministic for any thread count) whose
+ * partial accumulators are merged in order. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "hpu/device.h"
+#include "hpu/parallel.h"
+#include "kernels/cvt.h"
+#include "kernels/isa.h"
+#include "kernels/kernels.h"
+#include "kernels/nn_util.h"
+
+#define MAXD HPU_MAX_DIMS
+#define SPLIT_BLOCK 65536
+
+typedef struct {
+  int nk, nr;
+  int64_t M, L;
+  int64_t ksz[MAXD], kin[MAXD], kout[2][MAXD]; /* innermost first; byte strides */
+  int64_t rsz[MAXD], rin[MAXD], rout[MAXD];
+  const char *in;
+  char *out[2];
+  hpu_dtype_t dti, dto[2];
+  int nout;
+  int kind;
+  double p;    /* NORM p, VAR correction */
+  int imode;   /* integer accumulation (SUM/PROD/AMAX/AMIN on integers) */
+} red_t;
+
+typedef struct {
+  double s, c; /* c: the mean in VAR's second pass */
+  int64_t i;
+  int nan;
+} acc_t;
+
+/* Geometry ------------------------------------------------------------------ */
+
+static void build(red_t *r, const hpu_tensor_t *in, const hpu_tensor_t *const *outs, int nout,
+                  uint64_t mask, int coalesce) {
+  int64_t es = (int64_t)hpu_dtype_size(in->dtype);
+  r->nk = r->nr = 0;
+  r->M = r->L = 1;
+  r->in = hpu_tensor_data(in);
+  r->dti = in->dtype;
+  r->nout = nout;
+  for (int k = 0; k < nout; k++) {
+    r->out[k] = hpu_tensor_data(outs[k]);
+    r->dto[k] = outs[k]->dtype;
+  }
+  for (int d = in->ndim - 1; d >= 0; d--) {
+    int64_t sz = in->sizes[d];
+    if ((mask >> d) & 1) {
+      r->L *= sz;
+      if (sz == 1) continue;
+      r->rsz[r->nr] = sz;
+      r->rin[r->nr] = in->strides[d] * es;
+      r->rout[r->nr] = nout ? outs[0]->strides[d] * (int64_t)hpu_dtype_size(outs[0]->dtype) : 0;
+      r->nr++;
+    } else {
+      r->M *= sz;
+      if (sz == 1) continue;
+      r->ksz[r->nk] = sz;
+      r->kin[r->nk] = in->strides[d] * es;
+      for (int k = 0; k < nout; k++)
+        r->kout[k][r->nk] = outs[k]->strides[d] * (int64_t)hpu_dtype_size(outs[k]->dtype);
+      r->nk++;
+    }
+  }
+  if (coalesce && r->nr > 1) {
+    /* innermost (smallest stride) first */
+    for (int i = 1; i < r->nr; i++)
+      for (int j = i; j > 0 && r->rin[j] < r->rin[j - 1]; j--) {
+        int64_t t = r->rin[j]; r->rin[j] = r->rin[j - 1]; r->rin[j - 1] = t;
+        t = r->rsz[j]; r->rsz[j] = r->rsz[j - 1]; r->rsz[j - 1] = t;
+      }
+    int n = 0;
+    for (int i = 1; i < r->nr; i++) {
+      if (r->rin[i] == r->rin[n] * r->rsz[n]) {
+        r->rsz[n] *= r->rsz[i];
+      } else {
+        n++;
+        r->rsz[n] = r->rsz[i];
+        r->rin[n] = r->rin[i];
+      }
+    }
+    r->nr = n + 1;
+  }
+  if (r->nr == 0) {
+    r->nr = 1;
+    r->rsz[0] = 1;
+    r->rin[0] = 0;
+    r->rout[0] = 0;
+  }
+}
+
+/* Offsets of output position m in the input and outputs. */
+static void kept_offsets(const red_t *r, int64_t m, int64_t *in_off, int64_t *out_off) {
+  int64_t io = 0, o0 = 0, o1 = 0;
+  for (int d = 0; d < r->nk; d++) {
+    int64_t c = m % r->ksz[d];
+    m /= r->ksz[d];
+    io += c * r->kin[d];
+    o0 += c * r->kout[0][d];
+    if (r->nout > 1) o1 += c * r->kout[1][d];
+  }
+  *in_off = io;
+  out_off[0] = o0;
+  out_off[1] = o1;
+}
+
+/* Vectorised sums over contiguous runs ------------------------------------- */
+
+#define LD_F32(x) (x)
+#define LD_BF16(x) hpu_cvt_bf16_f32(x)
+#define SQ_ID(v) (v)
+#define SQ_SQ(v) ((v) * (v))
+#define SQ_ABS(v) fabsf(v)
+
+#define DEF_SUM(NAME, T, LD, OPF, ISA)                                          \
+  static HPU_ATTR_##ISA double NAME##_##ISA(const T *p, int64_t n) {            \
+    double total = 0;                                                           \
+    for (int64_t b = 0; b < n; b += 4096) {                                     \
+      int64_t m = n - b < 4096 ? n - b : 4096;                                  \
+      const T *q = p + b;                                                       \
+      float acc[32] = {0};                                                      \
+      int64_t i = 0;                                                            \
+      for (; i + 32 <= m; i += 32)                                              \
+        for (int j = 0; j < 32; j++) {                                          \
+          float v = LD(q[i + j]);                                               \
+          acc[j] += OPF(v);                                                     \
+        }                                                                       \
+      float t = 0;                                                              \
+      for (; i < m; i++) {                                                      \
+        float v = LD(q[i]);                                                     \
+        t += OPF(v);                                                            \
+      }                                                                         \
+      for (int j = 0; j < 16; j++) acc[j] += acc[j + 16];                       \
+      for (int j = 0; j < 8; j++) acc[j] += acc[j + 8];                         \
+      for (int j = 0; j < 8; j++) t += acc[j];                                  \
+      total += t;                                                               \
+    }                                                                           \
+    return total;                                                               \
+  }
+
+#define DEF_SUM_SET(ISA)                                \
+  DEF_SUM(sum_f32, float, LD_F32, SQ_ID, ISA)           \
+  DEF_SUM(sumsq_f32, float, LD_F32, SQ_SQ, ISA)         \
+  DEF_SUM(sumabs_f32, float, LD_F32, SQ_ABS, ISA)       \
+  DEF_SUM(sum_bf16, uint16_t, LD_BF16, SQ_ID, ISA)      \
+  DEF_SUM(sumsq_bf16, uint16_t, LD_BF16, SQ_SQ, ISA)    \
+  DEF_SUM(sumabs_bf16, uint16_t, LD_BF16, SQ_ABS, ISA)
+
+DEF_SUM_SET(generic)
+#if HPU_HAVE_ISA_CLONES
+DEF_SUM_SET(avx2)
+DEF_SUM_SET(avx512)
+#endif
+
+typedef double (*sum_fn)(const void *, int64_t);
+enum { S_SUM, S_SQ, S_ABS };
+
+static double fast_sum(int which, hpu_dtype_t dt, const void *p, int64_t n) {
+  hpu_isa_t isa = hpu_kernels_isa();
+#if HPU_HAVE_ISA_CLONES
+#define PICK(NAME, T)                                                     \
+  return isa == HPU_ISA_AVX512 ? NAME##_avx512((const T *)p, n)            \
+         : isa == HPU_ISA_AVX2 ? NAME##_avx2((const T *)p, n)              \
+                               : NAME##_generic((const T *)p, n)
+#else
+#define PICK(NAME, T) (void)isa; return NAME##_generic((const T *)p, n)
+#endif
+  if (dt == HPU_FLOAT32) {
+    if (which == S_SUM) { PICK(sum_f32, float); }
+    if (which == S_SQ) { PICK(sumsq_f32, float); }
+    PICK(sumabs_f32, float);
+  }
+  if (which == S_SUM) { PICK(sum_bf16, uint16_t); }
+  if (which == S_SQ) { PICK(sumsq_bf16, uint16_t); }
+  PICK(sumabs_bf16, uint16_t);
+#undef PICK
+}
+
+/* Accumulators --------------------------------------------------------------- */
+
+static void acc_init(const red_t *r, acc_t *a) {
+  a->s = 0;
+  a->c = 0;
+  a->i = 0;
+  a->nan = 0;
+  switch (r->kind) {
+    case HPU_REDUCE_PROD: a->s = 1; a->i = 1; break;
+    case HPU_REDUCE_AMAX: a->s = -INFINITY; a->i = INT64_MIN; break;
+    case HPU_REDUCE_AMIN: a->s = INFINITY; a->i = INT64_MAX; break;
+    case HPU_REDUCE_ALL: a->i = 1; break;
+    case HPU_REDUCE_NORM:
+      if (r->p == -INFINITY) a->s = INFINITY;
+      break;
+    default: break;
+  }
+}
+
+static void acc_merge(const red_t *r, acc_t *a, const acc_t *b) {
+  switch (r->kind) {
+    case HPU_REDUCE_PROD: a->s *= b->s; a->i = (int64_t)((uint64_t)a->i * (uint64_t)b->i); break;
+    case HPU_REDUCE_AMAX:
+      a->nan |= b->nan;
+      if (b->s > a->s) a->s = b->s;
+      if (b->i > a->i) a->i = b->i;
+      break;
+    case HPU_REDUCE_AMIN:
+      a->nan |= b->nan;
+      if (b->s < a->s) a->s = b->s;
+      if (b->i < a->i) a->i = b->i;
+      break;
+    case HPU_REDUCE_ANY: a->i |= b->i; break;
+    case HPU_REDUCE_ALL: a->i &= b->i; break;
+    case HPU_REDUCE_NORM:
+      a->nan |= b->nan;
+      if (r->p == INFINITY) { if (b->s > a->s) a->s = b->s; }
+      else if (r->p == -INFINITY) { if (b->s < a->s) a->s = b->s; }
+      else a->s += b->s;
+      break;
+    default: a->s += b->s; a->i = (int64_t)((uint64_t)a->i + (uint64_t)b->i); break;
+  }
+}
+
+static int fast_dtype(hpu_dtype_t dt) { return dt == HPU_FLOAT32 || dt == HPU_BFLOAT16; }
+
+/* Feeds a run of n elements at p (byte stride st) into a. */
+static void acc_run(const red_t *r, acc_t *a, const char *p, int64_t st, int64_t n, int pass) {
+  hpu_dtype_t dt = r->dti;
+  int64_t es = (int64_t)hpu_dtype_size(dt);
+  int contig = st == es && fast_dtype(dt);
+  switch (r->kind) {
+    case HPU_REDUCE_SUM: case HPU_REDUCE_MEAN:
+      if (r->imode) {
+        uint64_t s = 0;
+        for (int64_t k = 0; k < n; k++) s += (uint64_t)hpu_load_i64(p + k * st, dt);
+        a->i = (int64_t)((uint64_t)a->i + s);
+      } else if (contig) {
+        a->s += fast_sum(S_SUM, dt, p, n);
+      } else {
+        double s = 0;
+        for (int64_t k = 0; k < n; k++) s += hpu_load_f64(p + k * st, dt);
+        a->s += s;
+      }
+      break;
+    case HPU_REDUCE_PROD:
+      if (r->imode) {
+        for (int64_t k = 0; k < n; k++)
+          a->i = (int64_t)((uint64_t)a->i * (uint64_t)hpu_load_i64(p + k * st, dt));
+      } else {
+        for (int64_t k = 0; k < n; k++) a->s *= hpu_load_f64(p + k * st, dt);
+      }
+      break;
+    case HPU_REDUCE_AMAX: case HPU_REDUCE_AMIN: {
+      int mx = r->kind == HPU_REDUCE_AMAX;
+      if (r->imode) {
+        for (int64_t k = 0; k < n; k++) {
+          int64_t v = hpu_load_i64(p + k * st, dt);
+          if (mx ? v > a->i : v < a->i) a->i = v;
+        }
+      } else {
+        for (int64_t k = 0; k < n; k++) {
+          double v = hpu_load_f64(p + k * st, dt);
+          if (v != v) a->nan = 1;
+          else if (mx ? v > a->s : v < a->s) a->s = v;
+        }
+      }
+      break;
+    }
+    case HPU_REDUCE_ANY:
+      for (int64_t k = 0; k < n && !a->i; k++) a->i = hpu_load_f64(p + k * st, dt) != 0;
+      break;
+    case HPU_REDUCE_ALL:
+      for (int64_t k = 0; k < n && a->i; k++) a->i = hpu_load_f64(p + k * st, dt) != 0;
+      break;
+    case HPU_REDUCE_NORM: {
+      double q = r->p;
+      if (q == 2 && contig) { a->s += fast_sum(S_SQ, dt, p, n); break; }
+      if (q == 1 && contig) { a->s += fast_sum(S_ABS, dt, p, n); break; }
+      for (int64_t k = 0; k < n; k++) {
+        double v = fabs(hpu_load_f64(p + k * st, dt));
+        if (v != v) a->nan = 1;
+        if (q == 2) a->s += v * v;
+        else if (q == 1) a->s += v;
+        else if (q == INFINITY) a->s = v > a->s ? v : a->s;
+        else if (q == -INFINITY) a->s = v < a->s ? v : a->s;
+        else if (q == 0) a->s += v != 0;
+        else a->s += pow(v, q);
+      }
+      break;
+    }
+    default: /* VAR / STD: pass 0 sums, pass 1 squared deviations from a->c */
+      if (pass == 0) {
+        double s = 0;
+        if (contig) s = fast_sum(S_SUM, dt, p, n);
+        else for (int64_t k = 0; k < n; k++) s += hpu_load_f64(p + k * st, dt);
+        a->s += s;
+      } else {
+        double s = 0, m = a->c;
+        for (int64_t k = 0; k < n; k++) {
+          double d = hpu_load_f64(p + k * st, dt) - m;
+          s += d * d;
+        }
+        a->s += s;
+      }
+      break;
+  }
+}
+
+/* Feeds the flat range [b, e) of the reduced space of the output whose
+ * input elements start at base. */
+static void acc_range(const red_t *r, acc_t *a, const char *base, int64_t b, int64_t e, int pass) {
+  int64_t n0 = r->rsz[0];
+  while (b < e) {
+    int64_t inner = b % n0, q = b / n0;
+    int64_t off = inner * r->rin[0];
+    for (int d = 1; d < r->nr; d++) {
+      off += (q % r->rsz[d]) * r->rin[d];
+      q /= r->rsz[d];
+    }
+    int64_t len = n0 - inner < e - b ? n0 - inner : e - b;
+    acc_run(r, a, base + off, r->rin[0], len, pass);
+    b += len;
+  }
+}
+
+static void finish(const red_t *r, const acc_t *a, const acc_t *mean, int64_t *out_off) {
+  char *o0 = r->out[0] + out_off[0];
+  double L = (double)r->L, v;
+  switch (r->kind) {
+    case HPU_REDUCE_SUM: case HPU_REDUCE_PROD:
+      if (r->imode) { hpu_store_i64(o0, r->dto[0], a->i); return; }
+      v = a->s;
+      break;
+    case HPU_REDUCE_MEAN: v = a->s / L; break;
+    case HPU_REDUCE_AMAX: case HPU_REDUCE_AMIN:
+      if (r->imode) { hpu_store_i64(o0, r->dto[0], a->i); return; }
+      v = a->nan ? NAN : a->s;
+      break;
+    case HPU_REDUCE_ANY: case HPU_REDUCE_ALL: hpu_store_i64(o0, r->dto[0], a->i); return;
+    case HPU_REDUCE_NORM:
+      v = a->nan ? NAN
+          : r->p == 2 ? sqrt(a->s)
+          : (r->p == 1 || r->p == 0 || isinf(r->p)) ? a->s
+                                                   : pow(a->s, 1.0 / r->p);
+      break;
+    default: {
+      double div = L - r->p;
+      if (div < 0) div = 0;
+      v = a->s / div;
+      if (r->kind == HPU_REDUCE_STD) v = sqrt(v);
+      if (r->nout > 1) hpu_store_f64(r->out[1] + out_off[1], r->dto[1], mean->s / L);
+      break;
+    }
+  }
+  hpu_store_f64(o0, r->dto[0], v);
+}
+
+static int two_pass(const red_t *r) { return r->kind == HPU_REDUCE_VAR || r->kind == HPU_REDUCE_STD; }
+
+static void reduce_outputs(void *ctx, int64_t begin, int64_t end) {
+  const red_t *r = ctx;
+  for (int64_t m = begin; m < end; m++) {
+    int64_t io, oo[2];
+    kept_offsets(r, m, &io, oo);
+    acc_t a, mean;
+    acc_init(r, &a);
+    acc_range(r, &a, r->in + io, 0, r->L, 0);
+    mean = a;
+    if (two_pass(r)) {
+      acc_init(r, &a);
+      a.c = r->L ? mean.s / (double)r->L : 0;
+      acc_range(r, &a, r->in + io, 0, r->L, 1);
+    }
+    finish(r, &a, &mean, oo);
+  }
+}
+
+typedef struct {
+  const red_t *r;
+  const char *base;
+  acc_t *parts;
+  int pass;
+  double c;
+} split_t;
+
+static void reduce_blocks(void *ctx, int64_t begin, int64_t end) {
+  const split_t *s = ctx;
+  for (int64_t b = begin; b < end; b++) {
+    acc_t *a = &s->parts[b];
+    acc_init(s->r, a);
+    a->c = s->c;
+    int64_t e = (b + 1) * SPLIT_BLOCK;
+    acc_range(s->r, a, s->base, b * SPLIT_BLOCK, e < s->r->L ? e : s->r->L, s->pass);
+  }
+}
+
+void hpu_nn_reduce(const hpu_node_t *node) {
+  red_t r;
+  const hpu_tensor_t *outs[2] = {&node->outputs[0], &node->outputs[1]};
+  build(&r, &node->inputs[0], outs, node->num_outputs, (uint64_t)node->params.nn.i[1], 1);
+  if (r.M == 0) return;
+  r.kind = (int)node->params.nn.i[0];
+  r.p = hpu_scalar_as_double(node->params.nn.s[0]);
+  int k = r.kind;
+  r.imode = 0;
+  if (k == HPU_REDUCE_SUM || k == HPU_REDUCE_PROD) r.imode = !hpu_dtype_is_floating(r.dto[0]);
+  if (k == HPU_REDUCE_AMAX || k == HPU_REDUCE_AMIN) r.imode = !hpu_dtype_is_floating(r.dti);
+  int threads = hpu_get_num_threads();
+  if (r.M < threads && r.L >= 2 * SPLIT_BLOCK && threads > 1) {
+    int64_t nb = (r.L + SPLIT_BLOCK - 1) / SPLIT_BLOCK;
+    acc_t *parts = malloc((size_t)nb * sizeof *parts);
+    if (parts) {
+      for (int64_t m = 0; m < r.M; m++) {
+        int64_t io, oo[2];
+        kept_offsets(&r, m, &io, oo);
+        split_t s = {&r, r.in + io, parts, 0, 0};
+        hpu_parallel_for(nb, 1, reduce_blocks, &s);
+        acc_t a = parts[0], mean;
+        for (int64_t b = 1; b < nb; b++) acc_merge(&r, &a, &parts[b]);
+        mean = a;
+        if (two_pass(&r)) {
+          s.pass = 1;
+          s.c = mean.s / (double)r.L;
+          hpu_parallel_for(nb, 1, reduce_blocks, &s);
+          a = parts[0];
+          for (int64_t b = 1; b < nb; b++) acc_merge(&r, &a, &parts[b]);
+        }
+        finish(&r, &a, &mean, oo);
+      }
+      free(parts);
+      return;
+    }
+  }
+  int64_t grain = r.L > 0 ? 32768 / r.L : 32768;
+  hpu_parallel_for(r.M, grain > 0 ? grain : 1, reduce_outputs, &r);
+}
+
+/* max/min with indices along one dim ----------------------------------------- */
+
+static void argreduce_rows(void *ctx, int64_t begin, int64_t end) {
+  const red_t *r = ctx;
+  int mx = r->kind == HPU_REDUCE_AMAX;
+  int64_t n = r->rsz[0], st = r->rin[0];
+  for (int64_t m = begin; m < end; m++) {
+    int64_t io, oo[2];
+    kept_offsets(r, m, &io, oo);
+    const char *p = r->in + io;
+    int64_t best = 0;
+    if (r->imode) {
+      int64_t bv = hpu_load_i64(p, r->dti);
+      for (int64_t k = 1; k < n; k++) {
+        int64_t v = hpu_load_i64(p + k * st, r->dti);
+        if (mx ? v > bv : v < bv) { bv = v; best = k; }
+      }
+    } else {
+      double bv = hpu_load_f64(p, r->dti);
+      for (int64_t k = 1; k < n && bv == bv; k++) {
+        double v = hpu_load_f64(p + k * st, r->dti);
+        if (v != v || (mx ? v > bv : v < bv)) { bv = v; best = k; }
+      }
+    }
+    if (r->nout == 2) {
+      /* the value is copied bit for bit */
+      const char *src = p + best * st;
+      char *dst = r->out[0] + oo[0];
+      memcpy(dst, src, hpu_dtype_size(r->dti));
+      *(int64_t *)(r->out[1] + oo[1]) = best;
+    } else {
+      *(int64_t *)(r->out[0] + oo[0]) = best;
+    }
+  }
+}
+
+void hpu_nn_argreduce(const hpu_node_t *node) {
+  red_t r;
+  const hpu_tensor_t *outs[2] = {&node->outputs[0], &node->outputs[1]};
+  build(&r, &node->inputs[0], outs, node->num_outputs, (uint64_t)1 << node->params.nn.i[1], 0);
+  if (r.M == 0 || r.L == 0) return;
+  r.kind = (int)node->params.nn.i[0];
+  r.imode = !hpu_dtype_is_floating(r.dti);
+  int64_t grain = 32768 / r.L;
+  hpu_parallel_for(r.M, grain > 0 ? grain : 1, argreduce_rows, &r);
+}
+
+/* cumsum ----------------------------------------------------------------------- */
+
+static void cumsum_rows(void *ctx, int64_t begin, int64_t end) {
+  const red_t *r = ctx;
+  int64_t n = r->rsz[0], si = r->rin[0], so = r->rout[0];
+  int fl = hpu_dtype_is_floating(r->dto[0]);
+  for (int64_t m = begin; m < end; m++) {
+    int64_t io, oo[2];
+    kept_offsets(r, m, &io, oo);
+    const char *p = r->in + io;
+    char *o = r->out[0] + oo[0];
+    if (fl) {
+      double s = 0;
+      for (int64_t k = 0; k < n; k++) {
+        s += hpu_load_f64(p + k * si, r->dti);
+        hpu_store_f64(o + k * so, r->dto[0], s);
+      }
+    } else {
+      uint64_t s = 0;
+      for (int64_t k = 0; k < n; k++) {
+        s += (uint64_t)hpu_load_i64(p + k * si, r->dti);
+        hpu_store_i64(o + k * so, r->dto[0], (int64_t)s);
+      }
+    }
+  }
+}
+
+void hpu_nn_cumsum(const hpu_node_t *node) {
+  red_t r;
+  const hpu_tensor_t *outs[1] = {&node->outputs[0]};
+  build(&r, &node->inputs[0], outs, 1, (uint64_t)1 << node->params.nn.i[0], 0);
+  if (r.M == 0 || r.L == 0) return;
+  int64_t grain = 32768 / r.L;
+  hpu_parallel_for(r.M, grain > 0 ? grain : 1, cumsum_rows, &r);
+}
