@@ -260,7 +260,6 @@ static void iadd_run(void *ctx, int64_t begin, int64_t end) {
     walk_at(&c->w, m, 2, off);
     for (int64_t k = 0; k < c->n; k++) {
       int64_t v = hpu_load_i64(hpu_nn_elem(idx, k), idx->dtype);
-      if (v < 0) v += c->size; /* index_add wraps negative indices */
       if (v < 0 || v >= c->size) {
         note_bad(&c->bad, v, c->size);
         continue;
