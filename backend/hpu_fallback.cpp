@@ -81,6 +81,9 @@ void note_fallback(const std::string& name) {
 
 void hpu_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   std::string name = c10::toString(op.schema().operator_name());
+  TORCH_CHECK(!hpu_capture_active(current_device()), name,
+              " has no hpu kernel and would run on the CPU, which is not possible while hpu:",
+              current_device(), " is capturing an HPU graph; run it outside the captured region");
   note_fallback(name);
   check_devices(op, *stack, op.schema().arguments().size());
   at::native::cpu_fallback(op, stack, /*error_on_views=*/true);

@@ -60,6 +60,7 @@ std::vector<std::pair<std::string, int64_t>> metric_items(const std::string& pre
 
 }  // namespace
 
+void init_graph_bindings(py::module_& m);     // hpu_graphs.cpp
 void register_process_group(py::module_& m);  // hpu_process_group.cpp (the hccl backend)
 }  // namespace habana_torch
 
@@ -158,5 +159,6 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_set_num_threads", [](int n) { translate([&] { HPU_CHECK(hpu_set_num_threads(n)); }); });
   m.def("_get_num_threads", [] { return hpu_get_num_threads(); });
+  init_graph_bindings(m);
   register_process_group(m);
 }

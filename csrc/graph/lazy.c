@@ -7,6 +7,8 @@
 #include <time.h>
 
 #include "graph/fusion.h"
+#include "graph/lazy_internal.h"
+#include "hpu/capture.h"
 #include "graph/recipe_cache.h"
 #include "graph/signature.h"
 #include "hpu/device.h"
@@ -130,6 +132,15 @@ static void compile_or_hit(int device, pending_t *p, hpu_graph_t *g) {
 
 hpu_status_t hpu_lazy_flush(int device) {
   if (device < 0 || device >= HPU_MAX_CARDS) return HPU_SUCCESS;
+  /* Every wait for the card and everything else put on its queue comes
+   * through here: none of it can happen in the middle of a capture. */
+  if (hpu_capture_active(device))
+    return hpu_error(HPU_ERROR_INVALID_ARGUMENT,
+                     "hpu:%d is capturing an HPU graph: an operation that waits for the card or "
+                     "uses it outside the graph (a host read such as .item()/.cpu()/print, "
+                     "synchronize, a CPU fallback op, a collective) is not allowed during capture; "
+                     "move it out of the captured region",
+                     device);
   pending_t *p = &cards[device];
   /* Cheap unlocked peek: most flush points find nothing pending. */
   if (!__atomic_load_n(&p->graph, __ATOMIC_ACQUIRE)) return HPU_SUCCESS;
@@ -169,6 +180,8 @@ int hpu_lazy_pending(int device) {
 }
 
 hpu_status_t hpu_submit(hpu_stream_t stream, const hpu_node_t *node) {
+  hpu_status_t captured;
+  if (hpu_capture_record(stream.device, node, &captured)) return captured;
   if (!hpu_lazy_enabled()) return hpu_launch(stream, node);
   if (stream.device < 0 || stream.device >= HPU_MAX_CARDS)
     return hpu_error(HPU_ERROR_INVALID_ARGUMENT, "hpu_submit: invalid device %d", stream.device);

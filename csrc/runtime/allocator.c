@@ -39,6 +39,8 @@ typedef struct block {
   int pool;
   struct block *prev, *next; /* neighbours inside the segment */
   struct block *hnext;       /* live-block hash chain, or the spare list */
+  void *owner;               /* the HPU graph captured while it was allocated */
+  int user_freed;            /* freed by its user, kept for its graph's replays */
 } block_t;
 
 typedef struct {
@@ -55,6 +57,7 @@ typedef struct card {
   block_t **buckets; /* live blocks by pointer */
   size_t nbuckets, nlive;
   block_t *spare; /* recycled block records */
+  void *capture_owner; /* an HPU graph being captured on this card, or NULL */
   hpu_memory_stats_t st;
 } card_t;
 
@@ -317,6 +320,8 @@ hpu_status_t hpu_malloc(int device, size_t nbytes, void **ptr) {
     goto out;
   }
   b->allocated = 1;
+  b->owner = c->capture_owner;
+  b->user_freed = 0;
   b->requested = nbytes;
   c->st.allocated_bytes += b->size;
   c->st.requested_bytes += nbytes;
@@ -330,11 +335,28 @@ out:
   return st;
 }
 
+static block_t *live_find(card_t *c, const void *p) {
+  if (!c->nbuckets) return NULL;
+  for (block_t *b = c->buckets[hash_ptr(p, c->nbuckets)]; b; b = b->hnext)
+    if (b->ptr == p) return b;
+  return NULL;
+}
+
+static void free_block_locked(card_t *c, block_t *b);
+
 hpu_status_t hpu_free(int device, void *ptr) {
   if (!ptr) return hpu_rt_enter_device(device);
   hpu_status_t st;
   card_t *c = card_locked(device, &st);
   if (!c) return st;
+  block_t *owned = live_find(c, ptr);
+  if (owned && owned->owner) {
+    /* An HPU graph's memory: its replays will write here again, so the
+     * block stays out of the pool until the graph is destroyed. */
+    owned->user_freed = 1;
+    pthread_mutex_unlock(&c->mu);
+    return HPU_SUCCESS;
+  }
   block_t *b = live_remove(c, ptr);
   if (!b) {
     pthread_mutex_unlock(&c->mu);
@@ -347,6 +369,14 @@ hpu_status_t hpu_free(int device, void *ptr) {
                      "hpu_free: pointer %p was not returned by hpu_malloc on hpu:%d "
                      "(or was already freed)", ptr, device);
   }
+  free_block_locked(c, b);
+  pthread_mutex_unlock(&c->mu);
+  return HPU_SUCCESS;
+}
+
+/* Returns a live block (already out of the live table) to its pool,
+ * merging free neighbours. */
+static void free_block_locked(card_t *c, block_t *b) {
   c->st.allocated_bytes -= b->size;
   c->st.requested_bytes -= b->requested;
   c->st.active_blocks--;
@@ -369,10 +399,8 @@ hpu_status_t hpu_free(int device, void *ptr) {
     if (next->next) next->next->prev = b;
     block_recycle(c, next);
   }
-  if (pool_insert(c, b) != 0) /* host OOM: keep the block live rather than lose it */
-    st = hpu_error(HPU_ERROR_SYSTEM, "hpu_free: out of host memory for the free list");
-  pthread_mutex_unlock(&c->mu);
-  return st;
+  if (pool_insert(c, b) != 0) /* host OOM: the block is lost to this process */
+    hpu_error(HPU_ERROR_SYSTEM, "hpu_free: out of host memory for the free list");
 }
 
 hpu_status_t hpu_memory_empty_cache(int device) {
@@ -456,11 +484,40 @@ int hpu_memory_is_allocated(const void *block_start) {
   int device = -1;
   if (hpu_pointer_get_device(block_start, &device) != HPU_SUCCESS || device < 0) return 1;
   card_t *c = &cards[device];
-  int found = 0;
   pthread_mutex_lock(&c->mu);
-  if (c->nbuckets)
-    for (block_t *b = c->buckets[hash_ptr(block_start, c->nbuckets)]; b && !found; b = b->hnext)
-      found = b->ptr == block_start;
+  block_t *b = live_find(c, block_start);
+  int found = b && !b->user_freed;
   pthread_mutex_unlock(&c->mu);
   return found;
+}
+
+void hpu_alloc_capture_begin(int device, void *owner) {
+  card_t *c = &cards[device];
+  pthread_mutex_lock(&c->mu);
+  c->capture_owner = owner;
+  pthread_mutex_unlock(&c->mu);
+}
+
+void hpu_alloc_capture_end(int device) {
+  card_t *c = &cards[device];
+  pthread_mutex_lock(&c->mu);
+  c->capture_owner = NULL;
+  pthread_mutex_unlock(&c->mu);
+}
+
+void hpu_alloc_release_owner(int device, void *owner) {
+  card_t *c = &cards[device];
+  pthread_mutex_lock(&c->mu);
+  for (size_t i = 0; i < c->nbuckets; i++) {
+    for (block_t *b = c->buckets[i], *next; b; b = next) {
+      next = b->hnext;
+      if (b->owner != owner) continue;
+      b->owner = NULL;
+      if (b->user_freed) {
+        live_remove(c, b->ptr);
+        free_block_locked(c, b);
+      }
+    }
+  }
+  pthread_mutex_unlock(&c->mu);
 }

@@ -53,6 +53,13 @@ int hpu_spin_wait_u64(const void *word, uint64_t old, uint64_t budget_ns);
 /* Same, but waits until *word >= target. */
 int hpu_spin_wait_ge_u64(const void *word, uint64_t target, uint64_t budget_ns);
 
+/* allocator.c: HPU graph capture. Blocks allocated while a capture is on
+ * belong to `owner`: freeing one only marks it, since replays write it
+ * again; releasing the owner frees the marked blocks and disowns the rest. */
+void hpu_alloc_capture_begin(int device, void *owner);
+void hpu_alloc_capture_end(int device);
+void hpu_alloc_release_owner(int device, void *owner);
+
 /* Formats a byte count as PyTorch does in its OOM message ("1.50 GiB"). */
 void hpu_format_bytes(char *buf, size_t len, uint64_t bytes);
 

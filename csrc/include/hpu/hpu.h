@@ -13,4 +13,5 @@
 #include "hpu/rng.h"
 #include "hpu/metrics.h"
 #include "hpu/lazy.h"
+#include "hpu/capture.h"
 #endif

@@ -36,6 +36,7 @@ from .random import (  # noqa: F401
 )
 from .streams import Event, Stream, current_stream, default_stream, set_stream, stream  # noqa: F401
 from . import metrics  # noqa: F401
+from .graphs import HPUGraph, graph, wrap_in_hpu_graph  # noqa: F401
 
 _initialized = False
 _init_lock = threading.Lock()
@@ -208,4 +209,5 @@ __all__ = [
     "empty_cache", "mem_get_info",
     "manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed",
     "get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all",
+    "HPUGraph", "graph", "wrap_in_hpu_graph",
 ]

@@ -1,0 +1,175 @@
+"""HPU graphs: capture a region of hpu work once, replay it with one launch.
+
+    g = torch.hpu.HPUGraph()
+    with torch.hpu.graph(g):
+        static_out = model(static_in)     # recorded, not run
+    static_in.copy_(new_batch)
+    g.replay()                            # static_out now holds the result
+
+During a capture nothing may wait for the card (.item(), .cpu(), print,
+a CPU fallback op): those raise. Memory allocated in the capture belongs to
+the graph until it is reset. Random ops draw new numbers at each replay.
+"""
+import warnings
+
+import torch
+import torch.utils._pytree as pytree
+
+from .. import _C
+from .. import hpu as _hpu
+
+
+class HPUGraph:
+    """A captured graph (as habana_frameworks.torch.hpu.HPUGraph)."""
+
+    def __init__(self):
+        self._graph = None
+        self._device = None
+
+    def capture_begin(self, pool=None):
+        _hpu._lazy_init()
+        self.reset()
+        self._device = _hpu.current_device()
+        _C._capture_begin(self._device)
+
+    def capture_end(self):
+        if self._device is None:
+            raise RuntimeError("capture_end() without capture_begin()")
+        self._graph = _C._capture_end(self._device)
+
+    def capture_abort(self):
+        if self._device is not None:
+            _C._capture_abort(self._device)
+
+    def replay(self, asynchronous=True):
+        if self._graph is None:
+            raise RuntimeError("this HPUGraph holds no captured graph: capture it first")
+        self._graph.replay()
+        if not asynchronous:
+            _hpu.synchronize(self._device)
+
+    def reset(self):
+        if self._graph is not None:
+            self._graph.reset()
+        self._graph = None
+
+    @property
+    def num_nodes(self):
+        return self._graph.num_nodes if self._graph is not None else 0
+
+
+class graph:
+    """Context manager capturing the work in its body into `hpu_graph`."""
+
+    def __init__(self, hpu_graph, pool=None, stream=None):
+        self.hpu_graph = hpu_graph
+        self.stream_ctx = _hpu.stream(stream) if stream is not None else None
+
+    def __enter__(self):
+        if self.stream_ctx is not None:
+            self.stream_ctx.__enter__()
+        self.hpu_graph.capture_begin()
+        return self.hpu_graph
+
+    def __exit__(self, exc_type, exc, tb):
+        try:
+            if exc_type is None:
+                self.hpu_graph.capture_end()
+            else:
+                self.hpu_graph.capture_abort()
+        finally:
+            if self.stream_ctx is not None:
+                self.stream_ctx.__exit__(exc_type, exc, tb)
+        return False
+
+
+_UNCAPTURABLE = object()
+
+
+class _GraphedForward:
+    """A module's forward run through HPU graphs, one per input signature
+    (shapes, dtypes, devices and non-tensor arguments). A call with a known
+    signature copies its tensors into the captured inputs and replays; its
+    outputs are the captured output tensors, rewritten by the next replay.
+    Calls that need gradients run the plain forward. A signature whose
+    forward cannot be captured (it reads values on the host, or falls back
+    to the CPU) runs the plain forward from then on, with a warning."""
+
+    def __init__(self, module, forward, max_graphs=None):
+        self.module = module
+        self.forward = forward
+        self.max_graphs = max_graphs
+        self.cache = {}
+
+    @staticmethod
+    def _key(leaves, spec):
+        parts = []
+        for leaf in leaves:
+            if isinstance(leaf, torch.Tensor):
+                parts.append(("T", tuple(leaf.shape), leaf.dtype, leaf.device, tuple(leaf.stride())))
+            else:
+                try:
+                    hash(leaf)
+                    parts.append(("V", leaf))
+                except TypeError:
+                    parts.append(("I", id(leaf)))
+        return (str(spec), tuple(parts))
+
+    def __call__(self, *args, **kwargs):
+        leaves, spec = pytree.tree_flatten((args, kwargs))
+        tensors = [t for t in leaves if isinstance(t, torch.Tensor)]
+        if torch.is_grad_enabled() and (any(t.requires_grad for t in tensors) or
+                                        any(p.requires_grad for p in self.module.parameters())):
+            return self.forward(*args, **kwargs)  # training: autograd needs the real ops
+        if any(t.device.type != "hpu" for t in tensors):
+            return self.forward(*args, **kwargs)
+        key = self._key(leaves, spec)
+        entry = self.cache.get(key)
+        if entry is _UNCAPTURABLE:
+            return self.forward(*args, **kwargs)
+        if entry is None:
+            return self._capture(key, leaves, spec)
+        hpu_graph, static_leaves, static_out = entry
+        for static, leaf in zip(static_leaves, leaves):
+            if isinstance(leaf, torch.Tensor) and static is not leaf:
+                static.copy_(leaf)
+        hpu_graph.replay()
+        return static_out
+
+    def _capture(self, key, leaves, spec):
+        if self.max_graphs is not None and len(self.cache) >= self.max_graphs:
+            self.cache.pop(next(iter(self.cache)))
+        static_leaves = [leaf.clone() if isinstance(leaf, torch.Tensor) else leaf for leaf in leaves]
+        args, kwargs = pytree.tree_unflatten(static_leaves, spec)
+        hpu_graph = HPUGraph()
+        try:
+            with graph(hpu_graph):
+                static_out = self.forward(*args, **kwargs)
+        except RuntimeError as e:
+            if "capturing an HPU graph" not in str(e) and "captured region" not in str(e):
+                raise
+            warnings.warn(f"wrap_in_hpu_graph: this forward cannot be captured ({str(e).splitlines()[0]}); "
+                          "running it without HPU graphs for these input shapes")
+            self.cache[key] = _UNCAPTURABLE
+            args, kwargs = pytree.tree_unflatten(leaves, spec)
+            return self.forward(*args, **kwargs)
+        self.cache[key] = (hpu_graph, static_leaves, static_out)
+        hpu_graph.replay()  # the capture recorded the work; run it for this call
+        return static_out
+
+    def clear_cache(self):
+        for entry in self.cache.values():
+            if entry is not _UNCAPTURABLE:
+                entry[0].reset()
+        self.cache.clear()
+
+
+def wrap_in_hpu_graph(module, asynchronous=False, disable_tensor_cache=False, dry_run=False,
+                      max_graphs=None, verbose=False):
+    """Runs `module`'s forward through HPU graphs (see _GraphedForward), as
+    habana_frameworks.torch.hpu.wrap_in_hpu_graph. Returns the module;
+    module.clear_cache() drops its graphs."""
+    graphed = _GraphedForward(module, module.forward, max_graphs=max_graphs)
+    module.forward = graphed
+    module.clear_cache = graphed.clear_cache
+    return module
