@@ -1,0 +1,271 @@
+/* nn kernel family: nodes run with hpu_node_validate + hpu_node_execute on
+ * host buffers, checked against values known by construction. */
+#include <CUnit/Basic.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hpu/hpu.h"
+#include "kernels/kernels.h"
+
+static hpu_tensor_t T(void *data, hpu_dtype_t dt, int ndim, const int64_t *sizes) {
+  hpu_tensor_t t;
+  CU_ASSERT_EQUAL_FATAL(hpu_tensor_init_contiguous(&t, data, dt, ndim, sizes), 0);
+  return t;
+}
+static hpu_tensor_t T1(void *d, hpu_dtype_t dt, int64_t n) { return T(d, dt, 1, &n); }
+static hpu_tensor_t T2(void *d, hpu_dtype_t dt, int64_t a, int64_t b) {
+  int64_t s[2] = {a, b};
+  return T(d, dt, 2, s);
+}
+
+static hpu_node_t node(hpu_op_t op) {
+  hpu_node_t n;
+  memset(&n, 0, sizeof n);
+  n.op = op;
+  n.compute_dtype = HPU_FLOAT32;
+  return n;
+}
+
+static hpu_status_t run(const hpu_node_t *n) {
+  hpu_status_t st = hpu_node_validate(n);
+  if (st != HPU_SUCCESS) return st;
+  return hpu_node_execute(n);
+}
+
+static const hpu_isa_t isas[] = {HPU_ISA_GENERIC, HPU_ISA_AVX2, HPU_ISA_AVX512};
+
+/* sum / mean / amax over rows and columns of x[r][c] = r * C + c */
+static void test_reduce_ranges(void) {
+  enum { R = 300, C = 1000 };
+  float *x = malloc(sizeof(float) * R * C);
+  for (int i = 0; i < R * C; i++) x[i] = (float)i;
+  float rows[R], cols[C], all;
+  for (size_t k = 0; k < 3; k++) {
+    hpu_kernels_set_isa(isas[k]);
+    hpu_node_t n = node(HPU_OP_REDUCE);
+    n.num_inputs = n.num_outputs = 1;
+    n.inputs[0] = T2(x, HPU_FLOAT32, R, C);
+    n.outputs[0] = T2(rows, HPU_FLOAT32, R, 1);
+    n.params.nn.i[0] = HPU_REDUCE_SUM;
+    n.params.nn.i[1] = 2; /* dim 1 */
+    CU_ASSERT_EQUAL_FATAL(run(&n), HPU_SUCCESS);
+    for (int r = 0; r < R; r++) /* sum of c + r*C over c */
+      CU_ASSERT_DOUBLE_EQUAL(rows[r], (double)C * (C - 1) / 2 + (double)r * C * C, 1e-6 * rows[r]);
+    n.outputs[0] = T2(cols, HPU_FLOAT32, 1, C);
+    n.params.nn.i[0] = HPU_REDUCE_MEAN;
+    n.params.nn.i[1] = 1; /* dim 0 */
+    CU_ASSERT_EQUAL_FATAL(run(&n), HPU_SUCCESS);
+    for (int c = 0; c < C; c++) CU_ASSERT_DOUBLE_EQUAL(cols[c], c + (double)C * (R - 1) / 2, 1e-3);
+    n.outputs[0] = T2(&all, HPU_FLOAT32, 1, 1);
+    n.params.nn.i[0] = HPU_REDUCE_AMAX;
+    n.params.nn.i[1] = 3;
+    CU_ASSERT_EQUAL_FATAL(run(&n), HPU_SUCCESS);
+    CU_ASSERT_EQUAL(all, (float)(R * C - 1));
+    n.params.nn.i[0] = HPU_REDUCE_SUM; /* full: the split path */
+    CU_ASSERT_EQUAL_FATAL(run(&n), HPU_SUCCESS);
+    CU_ASSERT_DOUBLE_EQUAL(all, (double)R * C * (R * C - 1) / 2, 1e-6 * all);
+  }
+  /* int64 sum is exact and var of 0..n-1 is (n^2-1)/12 */
+  int64_t iv[101], isum;
+  double dv[101], var;
+  for (int i = 0; i < 101; i++) iv[i] = i, dv[i] = i;
+  hpu_node_t n = node(HPU_OP_REDUCE);
+  n.num_inputs = n.num_outputs = 1;
+  n.inputs[0] = T1(iv, HPU_INT64, 101);
+  n.outputs[0] = T1(&isum, HPU_INT64, 1);
+  n.params.nn.i[1] = 1;
+  CU_ASSERT_EQUAL_FATAL(run(&n), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(isum, 5050);
+  n.inputs[0] = T1(dv, HPU_FLOAT64, 101);
+  n.outputs[0] = T1(&var, HPU_FLOAT64, 1);
+  n.params.nn.i[0] = HPU_REDUCE_VAR;
+  n.params.nn.s[0] = hpu_scalar_float(0);
+  CU_ASSERT_EQUAL_FATAL(run(&n), HPU_SUCCESS);
+  CU_ASSERT_DOUBLE_EQUAL(var, (101.0 * 101.0 - 1) / 12, 1e-9);
+  /* a wrong output shape is rejected */
+  n.outputs[0] = T1(dv, HPU_FLOAT64, 2);
+  CU_ASSERT_EQUAL(hpu_node_validate(&n), HPU_ERROR_INVALID_ARGUMENT);
+  free(x);
+  hpu_kernels_set_isa(HPU_ISA_AVX512);
+}
+
+static void test_argmax_cumsum(void) {
+  float x[6] = {1, 7, 7, -2, NAN, 3};
+  int64_t idx[2];
+  hpu_node_t n = node(HPU_OP_ARGREDUCE);
+  n.num_inputs = n.num_outputs = 1;
+  n.inputs[0] = T2(x, HPU_FLOAT32, 2, 3);
+  n.outputs[0] = T2(idx, HPU_INT64, 2, 1);
+  n.params.nn.i[0] = HPU_REDUCE_AMAX;
+  n.params.nn.i[1] = 1;
+  CU_ASSERT_EQUAL_FATAL(run(&n), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(idx[0], 1); /* first of the ties */
+  CU_ASSERT_EQUAL(idx[1], 1); /* NaN wins */
+  int32_t v[5] = {1, 2, 3, 4, 5};
+  int64_t cs[5];
+  hpu_node_t c = node(HPU_OP_CUMSUM);
+  c.num_inputs = c.num_outputs = 1;
+  c.inputs[0] = T1(v, HPU_INT32, 5);
+  c.outputs[0] = T1(cs, HPU_INT64, 5);
+  CU_ASSERT_EQUAL_FATAL(run(&c), HPU_SUCCESS);
+  for (int i = 0; i < 5; i++) CU_ASSERT_EQUAL(cs[i], (i + 1) * (i + 2) / 2);
+}
+
+/* softmax of equal values is uniform; log_softmax is -log(n) */
+static void test_softmax_equal(void) {
+  enum { R = 5, C = 37 };
+  float x[R * C], y[R * C];
+  for (int i = 0; i < R * C; i++) x[i] = 3.25f;
+  for (size_t k = 0; k < 3; k++) {
+    hpu_kernels_set_isa(isas[k]);
+    for (int lg = 0; lg < 2; lg++) {
+      hpu_node_t n = node(HPU_OP_SOFTMAX);
+      n.num_inputs = n.num_outputs = 1;
+      n.inputs[0] = T2(x, HPU_FLOAT32, R, C);
+      n.outputs[0] = T2(y, HPU_FLOAT32, R, C);
+      n.params.nn.i[0] = 1;
+      n.params.nn.i[1] = lg;
+      CU_ASSERT_EQUAL_FATAL(run(&n), HPU_SUCCESS);
+      for (int i = 0; i < R * C; i++)
+        CU_ASSERT_DOUBLE_EQUAL(y[i], lg ? -log((double)C) : 1.0 / C, 1e-6);
+      n.params.nn.i[0] = 0; /* over rows (strided path) */
+      CU_ASSERT_EQUAL_FATAL(run(&n), HPU_SUCCESS);
+      for (int i = 0; i < R * C; i++)
+        CU_ASSERT_DOUBLE_EQUAL(y[i], lg ? -log((double)R) : 1.0 / R, 1e-6);
+    }
+  }
+  hpu_kernels_set_isa(HPU_ISA_AVX512);
+}
+
+/* layer norm of a constant row is the bias; rows 0..N-1 have mean (N-1)/2 */
+static void test_layer_norm(void) {
+  enum { M = 3, N = 8 };
+  float x[M * N], y[M * N], w[N], b[N], mean[M], rstd[M];
+  for (int i = 0; i < N; i++) {
+    x[i] = 2.0f;             /* row 0: constant */
+    x[N + i] = (float)i;     /* row 1: 0..7 */
+    x[2 * N + i] = -(float)i;
+    w[i] = 2.0f;
+    b[i] = (float)i;
+  }
+  hpu_node_t n = node(HPU_OP_LAYER_NORM);
+  n.num_inputs = 3;
+  n.num_outputs = 3;
+  n.inputs[0] = T2(x, HPU_FLOAT32, M, N);
+  n.inputs[1] = T1(w, HPU_FLOAT32, N);
+  n.inputs[2] = T1(b, HPU_FLOAT32, N);
+  n.outputs[0] = T2(y, HPU_FLOAT32, M, N);
+  n.outputs[1] = T1(mean, HPU_FLOAT32, M);
+  n.outputs[2] = T1(rstd, HPU_FLOAT32, M);
+  n.params.nn.i[0] = 3;
+  n.params.nn.s[0] = hpu_scalar_float(1e-5);
+  CU_ASSERT_EQUAL_FATAL(run(&n), HPU_SUCCESS);
+  for (int i = 0; i < N; i++) CU_ASSERT_DOUBLE_EQUAL(y[i], b[i], 1e-6);
+  CU_ASSERT_DOUBLE_EQUAL(mean[1], 3.5, 1e-6);
+  CU_ASSERT_DOUBLE_EQUAL(rstd[1], 1.0 / sqrt(5.25 + 1e-5), 1e-5);
+  for (int i = 0; i < N; i++) /* rows 1 and 2 mirror each other */
+    CU_ASSERT_DOUBLE_EQUAL(y[N + i] - b[i], -(y[2 * N + i] - b[i]), 1e-5);
+}
+
+static void test_gather_scatter_index(void) {
+  float x[6] = {0, 1, 2, 3, 4, 5}, out[4] = {0};
+  int64_t idx[4] = {2, 0, 1, 1};
+  hpu_node_t g = node(HPU_OP_GATHER);
+  g.num_inputs = 2;
+  g.num_outputs = 1;
+  g.inputs[0] = T2(x, HPU_FLOAT32, 2, 3);
+  g.inputs[1] = T2(idx, HPU_INT64, 2, 2);
+  g.outputs[0] = T2(out, HPU_FLOAT32, 2, 2);
+  g.params.nn.i[0] = 1;
+  CU_ASSERT_EQUAL_FATAL(run(&g), HPU_SUCCESS);
+  CU_ASSERT(out[0] == 2 && out[1] == 0 && out[2] == 4 && out[3] == 4);
+  /* scatter add: duplicates accumulate */
+  float acc[6] = {0}, src[4] = {1, 10, 100, 1000};
+  hpu_node_t s = node(HPU_OP_SCATTER);
+  s.num_inputs = 2;
+  s.num_outputs = 1;
+  s.inputs[0] = T2(idx, HPU_INT64, 2, 2);
+  s.inputs[1] = T2(src, HPU_FLOAT32, 2, 2);
+  s.outputs[0] = T2(acc, HPU_FLOAT32, 2, 3);
+  s.params.nn.i[0] = 1;
+  s.params.nn.i[1] = 1;
+  CU_ASSERT_EQUAL_FATAL(run(&s), HPU_SUCCESS);
+  CU_ASSERT(acc[0] == 10 && acc[2] == 1 && acc[4] == 1100 && acc[3] == 0);
+  /* an out-of-range index fails the node, names it, and writes nothing out of bounds */
+  idx[3] = 3;
+  CU_ASSERT_EQUAL(run(&g), HPU_ERROR_OUT_OF_RANGE);
+  CU_ASSERT_PTR_NOT_NULL(strstr(hpu_last_error(), "index 3 is out of bounds for dimension 1 with size 3"));
+  idx[3] = -1;
+  CU_ASSERT_EQUAL(run(&s), HPU_ERROR_OUT_OF_RANGE);
+  /* index_select rows; embedding backward sums duplicate rows */
+  int64_t ids[3] = {1, 1, 0};
+  float sel[9], emb[6];
+  hpu_node_t is = node(HPU_OP_INDEX_SELECT);
+  is.num_inputs = 2;
+  is.num_outputs = 1;
+  is.inputs[0] = T2(x, HPU_FLOAT32, 2, 3);
+  is.inputs[1] = T1(ids, HPU_INT64, 3);
+  is.outputs[0] = T2(sel, HPU_FLOAT32, 3, 3);
+  CU_ASSERT_EQUAL_FATAL(run(&is), HPU_SUCCESS);
+  CU_ASSERT(sel[0] == 3 && sel[3] == 3 && sel[6] == 0 && sel[8] == 2);
+  hpu_node_t eb = node(HPU_OP_EMBEDDING_BACKWARD);
+  eb.num_inputs = 2;
+  eb.num_outputs = 1;
+  eb.inputs[0] = T2(sel, HPU_FLOAT32, 3, 3);
+  eb.inputs[1] = T1(ids, HPU_INT64, 3);
+  eb.outputs[0] = T2(emb, HPU_FLOAT32, 2, 3);
+  eb.params.nn.i[0] = -1;
+  CU_ASSERT_EQUAL_FATAL(run(&eb), HPU_SUCCESS);
+  CU_ASSERT(emb[0] == 0 && emb[3] == 6 && emb[5] == 10);
+  ids[2] = 2;
+  CU_ASSERT_EQUAL(run(&is), HPU_ERROR_OUT_OF_RANGE);
+  CU_ASSERT_EQUAL(run(&eb), HPU_ERROR_OUT_OF_RANGE);
+}
+
+static void test_nll_sort(void) {
+  float logp[6] = {-1, -2, -3, -4, -5, -6}, loss, tw;
+  int64_t t[2] = {2, 0};
+  hpu_node_t n = node(HPU_OP_NLL_LOSS);
+  n.num_inputs = n.num_outputs = 2;
+  n.inputs[0] = T2(logp, HPU_FLOAT32, 2, 3);
+  n.inputs[1] = T1(t, HPU_INT64, 2);
+  n.outputs[0] = T1(&loss, HPU_FLOAT32, 1);
+  n.outputs[1] = T1(&tw, HPU_FLOAT32, 1);
+  n.params.nn.i[0] = 1;
+  n.params.nn.i[1] = -100;
+  CU_ASSERT_EQUAL_FATAL(run(&n), HPU_SUCCESS);
+  CU_ASSERT_DOUBLE_EQUAL(loss, 3.5, 1e-6);
+  CU_ASSERT_EQUAL(tw, 2);
+  t[1] = 3;
+  CU_ASSERT_EQUAL(run(&n), HPU_ERROR_OUT_OF_RANGE);
+  float v[5] = {3, 1, 3, 2, 1}, sv[5];
+  int64_t si[5];
+  hpu_node_t s = node(HPU_OP_SORT);
+  s.num_inputs = 1;
+  s.num_outputs = 2;
+  s.inputs[0] = T1(v, HPU_FLOAT32, 5);
+  s.outputs[0] = T1(sv, HPU_FLOAT32, 5);
+  s.outputs[1] = T1(si, HPU_INT64, 5);
+  s.params.nn.i[2] = 5;
+  CU_ASSERT_EQUAL_FATAL(run(&s), HPU_SUCCESS);
+  int64_t want[5] = {1, 4, 3, 0, 2}; /* stable */
+  for (int i = 0; i < 5; i++) CU_ASSERT_EQUAL(si[i], want[i]);
+}
+
+int main(void) {
+  if (CU_initialize_registry() != CUE_SUCCESS) return 1;
+  CU_pSuite s = CU_add_suite("nn", NULL, NULL);
+  CU_add_test(s, "reductions of ranges", test_reduce_ranges);
+  CU_add_test(s, "argmax and cumsum", test_argmax_cumsum);
+  CU_add_test(s, "softmax of equal values", test_softmax_equal);
+  CU_add_test(s, "layer norm by construction", test_layer_norm);
+  CU_add_test(s, "gather/scatter/index bounds", test_gather_scatter_index);
+  CU_add_test(s, "nll_loss and sort", test_nll_sort);
+  CU_basic_set_mode(CU_BRM_VERBOSE);
+  CU_basic_run_tests();
+  unsigned failed = CU_get_number_of_failures();
+  CU_cleanup_registry();
+  return failed ? 1 : 0;
+}
