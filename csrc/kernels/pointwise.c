@@ -113,7 +113,7 @@ typedef enum { PW_KERNELS(KENUM) K_COUNT } pw_kernel_t;
   ((a) * (0.5f * (1.0f + pw_erf_approx((b) * SQRT1_2F)) +                      \
           (b) * (GELU_BETA_ERF * pw_expf((b) * (b) * -0.5f))))
 #define EF_GELU_TANH_BACKWARD(a, b, c) pw_gelu_tanh_bwd(a, b)
-#define EF_TANH_BACKWARD(a, b, c) ((a) * (1.0f - (b) * (b)))
+#define EF_TANH_BACKWARD(a, b, c) ((a) * fmaf(-(b), (b), 1.0f)) /* as PyTorch's fnmadd */
 #define EF_SIGMOID_BACKWARD(a, b, c) ((a) * (1.0f - (b)) * (b))
 #define EF_SILU_BACKWARD(a, b, c) pw_silu_bwd(a, b)
 #define EF_THRESHOLD_BACKWARD(a, b, c) ((b) <= p0 ? 0.0f : (a))
@@ -126,7 +126,7 @@ typedef enum { PW_KERNELS(KENUM) K_COUNT } pw_kernel_t;
 #define EF_WHERE(a, b, c) ((a) != 0 ? (b) : (c))
 #define EF_LERP(a, b, c) \
   (fabsf(c) < 0.5f ? fmaf((c), (b) - (a), (a)) : fmaf((c) - 1.0f, (b) - (a), (b)))
-#define EF_ADDCMUL(a, b, c) ((a) + p0 * (b) * (c))
+#define EF_ADDCMUL(a, b, c) fmaf(p0 * (b), (c), (a)) /* PyTorch: fmadd(value * t1, t2, self) */
 #define EF_ADDCDIV(a, b, c) ((a) + p0 * (b) / (c))
 #define EF_ARANGE(a, b, c) (p0 + p1 * (float)(idx + i))
 
@@ -215,7 +215,7 @@ static inline float pw_silu_bwd(float dy, float x) {
   ((a) * (0.5 * (1.0 + erf((b) * M_SQRT1_2)) +                                      \
           (b) * (0.3989422804014327 * exp((b) * (b) * -0.5))))
 #define ED_GELU_TANH_BACKWARD(a, b, c) pw_gelu_tanh_bwd_d(a, b)
-#define ED_TANH_BACKWARD(a, b, c) ((a) * (1.0 - (b) * (b)))
+#define ED_TANH_BACKWARD(a, b, c) ((a) * fma(-(b), (b), 1.0))
 #define ED_SIGMOID_BACKWARD(a, b, c) ((a) * (1.0 - (b)) * (b))
 #define ED_SILU_BACKWARD(a, b, c) \
   ((a) * (1.0 / (1.0 + exp(-(b)))) * (1.0 + (b) * (1.0 - 1.0 / (1.0 + exp(-(b))))))
@@ -231,7 +231,7 @@ static inline float pw_silu_bwd(float dy, float x) {
 #define ED_WHERE(a, b, c) ((a) != 0 ? (b) : (c))
 #define ED_LERP(a, b, c) \
   (fabs(c) < 0.5 ? fma((c), (b) - (a), (a)) : fma((c) - 1.0, (b) - (a), (b)))
-#define ED_ADDCMUL(a, b, c) ((a) + p0 * (b) * (c))
+#define ED_ADDCMUL(a, b, c) fma(p0 * (b), (c), (a))
 #define ED_ADDCDIV(a, b, c) ((a) + p0 * (b) / (c))
 #define ED_ARANGE(a, b, c) (p0 + p1 * (double)(idx + i))
 

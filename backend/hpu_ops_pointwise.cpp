@@ -1,0 +1,1148 @@
+// The pointwise op family (csrc/kernels/pointwise.c, pw_optim.c): unary and
+// binary math, comparisons, activations and their backwards, where / lerp /
+// addcmul / clamp, arange, triu / tril and the fused optimizer steps. Each
+// op works out PyTorch's result dtype, compute dtype and shape, allocates or
+// checks the output and hands one node to the core. CPU 0-dim tensors and
+// Scalars become scalar operands of the node.
+#include <ATen/ExpandUtils.h>
+#include <ATen/native/Resize.h>
+#include <ATen/native/TypeProperties.h>
+#include <c10/util/irange.h>
+#include <torch/library.h>
+
+#include <limits>
+
+#include "hpu_common.h"
+#include "hpu_ops.h"
+
+namespace habana_torch {
+namespace {
+
+// A math operand: a tensor or a scalar.
+struct Arg {
+  const at::Tensor* t = nullptr;
+  c10::Scalar s;
+  Arg(const at::Tensor& x) : t(&x) {}  // NOLINT: implicit on purpose
+  Arg(const c10::Scalar& x) : s(x) {}  // NOLINT
+};
+
+struct Params {
+  hpu_scalar_t s[6] = {};
+  int64_t i[4] = {};
+};
+
+// Types ---------------------------------------------------------------------
+
+// Integer inputs of float ops compute in the default float type.
+at::ScalarType float_type(at::ScalarType t) {
+  return at::isIntegralType(t, /*includeBool=*/true) ? default_float() : t;
+}
+
+at::ScalarType result_of(std::initializer_list<Arg> args) {
+  // at::result_type over tensors and Scalars, in PyTorch's categories.
+  at::native::ResultTypeState state{};
+  for (const Arg& a : args) {
+    if (a.t)
+      state = at::native::update_result_type_state(*a.t, state);
+    else
+      state = at::native::update_result_type_state(a.s, state);
+  }
+  return at::native::result_type(state);
+}
+
+std::vector<int64_t> shape_of(std::initializer_list<Arg> args) {
+  std::vector<int64_t> shape;
+  for (const Arg& a : args)
+    if (a.t) shape = at::infer_size(shape, a.t->sizes());
+  return shape;
+}
+
+const at::Tensor* anchor_of(std::initializer_list<Arg> args) {
+  const at::Tensor* first = nullptr;
+  for (const Arg& a : args) {
+    if (!a.t) continue;
+    if (is_hpu(*a.t)) return a.t;
+    if (!first) first = a.t;
+  }
+  return first;
+}
+
+void check_devices(const char* name, std::initializer_list<Arg> args, const at::Tensor* out) {
+  std::vector<const at::Tensor*> ts;
+  for (const Arg& a : args)
+    if (a.t) ts.push_back(a.t);
+  if (out) ts.push_back(out);
+  std::optional<c10::Device> device;
+  for (const at::Tensor* t : ts) {
+    if (!t->defined() || is_cpu_scalar(*t)) continue;
+    if (!device) device = t->device();
+    TORCH_CHECK(*device == t->device(),
+                "Expected all tensors to be on the same device, but found at least two devices, ",
+                *device, " and ", t->device(), "! (in ", name, ")");
+  }
+}
+
+// Launch ----------------------------------------------------------------------
+
+// out <- op(args) with out already of the broadcast shape.
+void run(hpu_op_t op, const at::Tensor& out, std::initializer_list<Arg> args,
+         at::ScalarType compute, const Params& prm = Params()) {
+  if (out.numel() == 0) return;
+  hpu_node_t node{};
+  node.op = op;
+  node.num_outputs = 1;
+  node.outputs[0] = to_desc(out);
+  node.compute_dtype = to_hpu_dtype(compute);
+  auto& p = node.params.pointwise;
+  for (int k = 0; k < 6; k++) p.s[k] = prm.s[k];
+  for (int k = 0; k < 4; k++) p.i[k] = prm.i[k];
+  int k = 0;
+  for (const Arg& a : args) {
+    if (a.t && !is_cpu_scalar(*a.t)) {
+      node.inputs[node.num_inputs++] = to_desc(*a.t);
+    } else {
+      p.scalar_operands |= 1u << k;
+      p.operand[k] = to_hpu_scalar(a.t ? a.t->item() : a.s);
+    }
+    k++;
+  }
+  launch(out.device().index(), node);
+}
+
+// Functional: a new output of dtype `result`.
+at::Tensor pw(const char* name, hpu_op_t op, std::initializer_list<Arg> args,
+              at::ScalarType result, at::ScalarType compute, const Params& prm = Params()) {
+  check_devices(name, args, nullptr);
+  check_hpu_dtype(result, name);
+  check_hpu_dtype(compute, name);
+  const at::Tensor* anchor = anchor_of(args);
+  at::Tensor out;
+  if (args.size() == 1 || std::all_of(args.begin() + 1, args.end(), [&](const Arg& a) {
+        return !a.t || a.t->sizes() == anchor->sizes() || is_cpu_scalar(*a.t);
+      })) {
+    // Same shape everywhere: keep the layout of the first tensor (as TensorIterator).
+    out = at::empty_like(*anchor, anchor->options().dtype(result));
+  } else {
+    out = at::empty(shape_of(args), anchor->options().dtype(result));
+  }
+  run(op, out, args, compute, prm);
+  return out;
+}
+
+// In place (out is one of the args) or out=.
+at::Tensor& pw_into(const char* name, hpu_op_t op, at::Tensor& out, bool inplace,
+                    std::initializer_list<Arg> args, at::ScalarType result,
+                    at::ScalarType compute, const Params& prm = Params()) {
+  check_devices(name, args, &out);
+  check_hpu_dtype(compute, name);
+  TORCH_CHECK(c10::canCast(result, out.scalar_type()), "result type ", result,
+              " can't be cast to the desired output type ", out.scalar_type());
+  auto shape = shape_of(args);
+  if (inplace) {
+    TORCH_CHECK(out.sizes() == at::IntArrayRef(shape), "output with shape ", out.sizes(),
+                " doesn't match the broadcast shape ", at::IntArrayRef(shape));
+  } else {
+    at::native::resize_output(out, shape);
+  }
+  run(op, out, args, compute, prm);
+  return out;
+}
+
+hpu_scalar_t fscalar(double v) { return hpu_scalar_float(v); }
+
+// Unary ops ---------------------------------------------------------------------
+
+// Float ops (exp, ...): integer inputs give the default float type.
+template <hpu_op_t OP>
+at::Tensor u_float(const at::Tensor& self) {
+  auto t = float_type(self.scalar_type());
+  return pw(hpu_op_name(OP), OP, {self}, t, t);
+}
+template <hpu_op_t OP>
+at::Tensor& u_float_(at::Tensor& self) {
+  return pw_into(hpu_op_name(OP), OP, self, true, {self}, float_type(self.scalar_type()),
+                 float_type(self.scalar_type()));
+}
+template <hpu_op_t OP>
+at::Tensor& u_float_out(const at::Tensor& self, at::Tensor& out) {
+  auto t = float_type(self.scalar_type());
+  return pw_into(hpu_op_name(OP), OP, out, false, {self}, t, t);
+}
+
+void check_not_bool(hpu_op_t op, const at::Tensor& self) {
+  if (op == HPU_OP_NEG)
+    TORCH_CHECK(self.scalar_type() != at::kBool,
+                "Negation, the `-` operator, on a bool tensor is not supported. If you are trying "
+                "to invert a mask, use the `~` or `logical_not()` operator instead.");
+  if (op == HPU_OP_SIGN)
+    TORCH_CHECK(self.scalar_type() != at::kBool, "Boolean inputs not supported for sign");
+  if (op == HPU_OP_BITWISE_NOT)
+    TORCH_CHECK_TYPE(!at::isFloatingType(self.scalar_type()),
+                     "bitwise_not_cpu\" not implemented for '", self.scalar_type(), "'");
+}
+
+// Same-dtype ops (neg, floor, ...).
+template <hpu_op_t OP>
+at::Tensor u_same(const at::Tensor& self) {
+  check_not_bool(OP, self);
+  return pw(hpu_op_name(OP), OP, {self}, self.scalar_type(), self.scalar_type());
+}
+template <hpu_op_t OP>
+at::Tensor& u_same_(at::Tensor& self) {
+  check_not_bool(OP, self);
+  return pw_into(hpu_op_name(OP), OP, self, true, {self}, self.scalar_type(), self.scalar_type());
+}
+template <hpu_op_t OP>
+at::Tensor& u_same_out(const at::Tensor& self, at::Tensor& out) {
+  check_not_bool(OP, self);
+  return pw_into(hpu_op_name(OP), OP, out, false, {self}, self.scalar_type(), self.scalar_type());
+}
+
+at::Tensor& abs_out(const at::Tensor& self, at::Tensor& out) {
+  return pw_into("abs", HPU_OP_ABS, out, false, {self}, self.scalar_type(), self.scalar_type());
+}
+at::Tensor& logical_not_out(const at::Tensor& self, at::Tensor& out) {
+  check_devices("logical_not", {self}, &out);
+  at::native::resize_output(out, self.sizes());
+  run(HPU_OP_LOGICAL_NOT, out, {self}, self.scalar_type());
+  return out;
+}
+at::Tensor isnan(const at::Tensor& self) {
+  return pw("isnan", HPU_OP_ISNAN, {self}, at::kBool, self.scalar_type());
+}
+
+at::Tensor& nan_to_num_out(const at::Tensor& self, std::optional<double> nan,
+                           std::optional<double> posinf, std::optional<double> neginf,
+                           at::Tensor& out) {
+  Params p;
+  auto t = self.scalar_type();
+  double big = 0, low = 0;
+  switch (t) {
+    case at::kHalf: big = std::numeric_limits<c10::Half>::max(); low = std::numeric_limits<c10::Half>::lowest(); break;
+    case at::kBFloat16: big = std::numeric_limits<c10::BFloat16>::max(); low = std::numeric_limits<c10::BFloat16>::lowest(); break;
+    case at::kFloat: big = std::numeric_limits<float>::max(); low = std::numeric_limits<float>::lowest(); break;
+    default: big = std::numeric_limits<double>::max(); low = std::numeric_limits<double>::lowest(); break;
+  }
+  p.s[0] = fscalar(nan.value_or(0.0));
+  p.s[1] = fscalar(posinf.value_or(big));
+  p.s[2] = fscalar(neginf.value_or(low));
+  TORCH_CHECK(out.scalar_type() == t, "nan_to_num: dtype of out: ", out.scalar_type(),
+              " should be same as input: ", t);
+  return pw_into("nan_to_num", HPU_OP_NAN_TO_NUM, out, false, {self}, t, t, p);
+}
+
+// Activations ------------------------------------------------------------------
+
+int64_t gelu_mode(std::string_view approximate) {
+  if (approximate == "none") return 0;
+  if (approximate == "tanh") return 1;
+  TORCH_CHECK(false, "approximate argument must be either none or tanh.");
+}
+
+void check_float_act(const char* name, const at::Tensor& t) {
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(t.scalar_type()), "\"", name,
+                              "\" not implemented for '", t.scalar_type(), "'");
+}
+
+at::Tensor gelu(const at::Tensor& self, std::string_view approximate) {
+  check_float_act("GeluKernelImpl", self);
+  Params p;
+  p.i[0] = gelu_mode(approximate);
+  return pw("gelu", HPU_OP_GELU, {self}, self.scalar_type(), self.scalar_type(), p);
+}
+at::Tensor& gelu_(at::Tensor& self, std::string_view approximate) {
+  check_float_act("GeluKernelImpl", self);
+  Params p;
+  p.i[0] = gelu_mode(approximate);
+  return pw_into("gelu_", HPU_OP_GELU, self, true, {self}, self.scalar_type(), self.scalar_type(), p);
+}
+at::Tensor& gelu_out(const at::Tensor& self, std::string_view approximate, at::Tensor& out) {
+  check_float_act("GeluKernelImpl", self);
+  Params p;
+  p.i[0] = gelu_mode(approximate);
+  return pw_into("gelu", HPU_OP_GELU, out, false, {self}, self.scalar_type(), self.scalar_type(), p);
+}
+at::Tensor& gelu_backward_out(const at::Tensor& grad, const at::Tensor& self,
+                              std::string_view approximate, at::Tensor& out) {
+  Params p;
+  p.i[0] = gelu_mode(approximate);
+  auto t = result_of({grad, self});
+  return pw_into("gelu_backward", HPU_OP_GELU_BACKWARD, out, false, {grad, self}, t, t, p);
+}
+at::Tensor gelu_backward(const at::Tensor& grad, const at::Tensor& self,
+                         std::string_view approximate) {
+  check_float_act("GeluBackwardKernelImpl", self);
+  Params p;
+  p.i[0] = gelu_mode(approximate);
+  auto t = result_of({grad, self});
+  return pw("gelu_backward", HPU_OP_GELU_BACKWARD, {grad, self}, t, t, p);
+}
+
+// y = f(grad, other) backwards without params.
+template <hpu_op_t OP>
+at::Tensor bwd(const at::Tensor& grad, const at::Tensor& other) {
+  auto t = result_of({grad, other});
+  return pw(hpu_op_name(OP), OP, {grad, other}, t, t);
+}
+template <hpu_op_t OP>
+at::Tensor& bwd_out(const at::Tensor& grad, const at::Tensor& other, at::Tensor& out) {
+  auto t = result_of({grad, other});
+  return pw_into(hpu_op_name(OP), OP, out, false, {grad, other}, t, t);
+}
+
+at::Tensor silu(const at::Tensor& self) {
+  check_float_act("silu", self);
+  return pw("silu", HPU_OP_SILU, {self}, self.scalar_type(), self.scalar_type());
+}
+at::Tensor& silu_(at::Tensor& self) {
+  check_float_act("silu", self);
+  return pw_into("silu_", HPU_OP_SILU, self, true, {self}, self.scalar_type(), self.scalar_type());
+}
+at::Tensor& silu_out(const at::Tensor& self, at::Tensor& out) {
+  check_float_act("silu", self);
+  return pw_into("silu", HPU_OP_SILU, out, false, {self}, self.scalar_type(), self.scalar_type());
+}
+
+Params one_param(const c10::Scalar& a, const c10::Scalar& b = 0) {
+  Params p;
+  p.s[0] = to_hpu_scalar(a);
+  p.s[1] = to_hpu_scalar(b);
+  return p;
+}
+
+at::Tensor threshold(const at::Tensor& self, const c10::Scalar& th, const c10::Scalar& value) {
+  return pw("threshold", HPU_OP_THRESHOLD, {self}, self.scalar_type(), self.scalar_type(),
+            one_param(th, value));
+}
+at::Tensor& threshold_(at::Tensor& self, const c10::Scalar& th, const c10::Scalar& value) {
+  return pw_into("threshold_", HPU_OP_THRESHOLD, self, true, {self}, self.scalar_type(),
+                 self.scalar_type(), one_param(th, value));
+}
+at::Tensor& threshold_out(const at::Tensor& self, const c10::Scalar& th, const c10::Scalar& value,
+                          at::Tensor& out) {
+  return pw_into("threshold", HPU_OP_THRESHOLD, out, false, {self}, self.scalar_type(),
+                 self.scalar_type(), one_param(th, value));
+}
+at::Tensor threshold_backward(const at::Tensor& grad, const at::Tensor& self, const c10::Scalar& th) {
+  auto t = result_of({grad, self});
+  return pw("threshold_backward", HPU_OP_THRESHOLD_BACKWARD, {grad, self}, t, t, one_param(th));
+}
+at::Tensor& threshold_backward_out(const at::Tensor& grad, const at::Tensor& self,
+                                   const c10::Scalar& th, at::Tensor& out) {
+  auto t = result_of({grad, self});
+  return pw_into("threshold_backward", HPU_OP_THRESHOLD_BACKWARD, out, false, {grad, self}, t, t,
+                 one_param(th));
+}
+
+at::Tensor leaky_relu(const at::Tensor& self, const c10::Scalar& slope) {
+  check_float_act("leaky_relu_cpu", self);
+  return pw("leaky_relu", HPU_OP_LEAKY_RELU, {self}, self.scalar_type(), self.scalar_type(),
+            one_param(slope));
+}
+at::Tensor& leaky_relu_(at::Tensor& self, const c10::Scalar& slope) {
+  check_float_act("leaky_relu_cpu", self);
+  return pw_into("leaky_relu_", HPU_OP_LEAKY_RELU, self, true, {self}, self.scalar_type(),
+                 self.scalar_type(), one_param(slope));
+}
+at::Tensor& leaky_relu_out(const at::Tensor& self, const c10::Scalar& slope, at::Tensor& out) {
+  check_float_act("leaky_relu_cpu", self);
+  return pw_into("leaky_relu", HPU_OP_LEAKY_RELU, out, false, {self}, self.scalar_type(),
+                 self.scalar_type(), one_param(slope));
+}
+at::Tensor& leaky_relu_backward_out(const at::Tensor& grad, const at::Tensor& self,
+                                    const c10::Scalar& slope, bool self_is_result, at::Tensor& out) {
+  TORCH_CHECK(!self_is_result || slope.to<double>() >= 0.0,
+              "In-place leakyReLu backward calculation is triggered with a negative slope which is "
+              "not supported. This is caused by calling in-place forward function with a negative "
+              "slope, please call out-of-place version instead. File an issue at "
+              "https://github.com/pytorch/pytorch if you do require supporting in-place leakRelu "
+              "backward calculation with negative slope");
+  auto t = result_of({grad, self});
+  return pw_into("leaky_relu_backward", HPU_OP_LEAKY_RELU_BACKWARD, out, false, {grad, self}, t, t,
+                 one_param(slope));
+}
+at::Tensor leaky_relu_backward(const at::Tensor& grad, const at::Tensor& self,
+                               const c10::Scalar& slope, bool self_is_result) {
+  auto t = result_of({grad, self});
+  at::Tensor out = at::empty(shape_of({grad, self}), grad.options().dtype(t));
+  return leaky_relu_backward_out(grad, self, slope, self_is_result, out);
+}
+
+void check_hardtanh(const at::Tensor& self, const c10::Scalar& lo, const c10::Scalar& hi) {
+  TORCH_CHECK(self.scalar_type() != at::kBool, "Bool inputs not supported for hardtanh");
+  TORCH_CHECK(lo.to<double>() <= hi.to<double>(), "hardtanh: min_val (", lo.to<double>(),
+              ") must be less than or equal to max_val (", hi.to<double>(), ")");
+}
+at::Tensor hardtanh(const at::Tensor& self, const c10::Scalar& lo, const c10::Scalar& hi) {
+  check_hardtanh(self, lo, hi);
+  Params p;
+  p.i[0] = 3;
+  return pw("hardtanh", HPU_OP_CLAMP, {self, lo, hi}, self.scalar_type(), self.scalar_type(), p);
+}
+at::Tensor& hardtanh_(at::Tensor& self, const c10::Scalar& lo, const c10::Scalar& hi) {
+  check_hardtanh(self, lo, hi);
+  Params p;
+  p.i[0] = 3;
+  return pw_into("hardtanh_", HPU_OP_CLAMP, self, true, {self, lo, hi}, self.scalar_type(),
+                 self.scalar_type(), p);
+}
+at::Tensor& hardtanh_out(const at::Tensor& self, const c10::Scalar& lo, const c10::Scalar& hi,
+                         at::Tensor& out) {
+  check_hardtanh(self, lo, hi);
+  Params p;
+  p.i[0] = 3;
+  return pw_into("hardtanh", HPU_OP_CLAMP, out, false, {self, lo, hi}, self.scalar_type(),
+                 self.scalar_type(), p);
+}
+at::Tensor& hardtanh_backward_out(const at::Tensor& grad, const at::Tensor& self,
+                                  const c10::Scalar& lo, const c10::Scalar& hi, at::Tensor& out) {
+  auto t = result_of({grad, self});
+  return pw_into("hardtanh_backward", HPU_OP_HARDTANH_BACKWARD, out, false, {grad, self}, t, t,
+                 one_param(lo, hi));
+}
+at::Tensor hardtanh_backward(const at::Tensor& grad, const at::Tensor& self, const c10::Scalar& lo,
+                             const c10::Scalar& hi) {
+  auto t = result_of({grad, self});
+  return pw("hardtanh_backward", HPU_OP_HARDTANH_BACKWARD, {grad, self}, t, t, one_param(lo, hi));
+}
+
+// Clamp ----------------------------------------------------------------------
+
+// Bounds: Scalars or tensors, either may be missing (bit 0 min, bit 1 max).
+struct Bounds {
+  std::vector<Arg> args;
+};
+
+at::ScalarType clamp_type(const at::Tensor& self, const Arg& lo, const Arg& hi, int mask) {
+  if (mask == 3) return result_of({self, lo, hi});
+  if (mask == 1) return result_of({self, lo});
+  return result_of({self, hi});
+}
+
+void check_clamp(int mask, const char* name) {
+  TORCH_CHECK(mask != 0, "torch.clamp: At least one of 'min' or 'max' must not be None");
+}
+
+at::Tensor& clamp_into(const char* name, at::Tensor* out, bool inplace, const at::Tensor& self,
+                       const Arg& lo, const Arg& hi, int mask, at::Tensor* result) {
+  check_clamp(mask, name);
+  auto t = clamp_type(self, lo, hi, mask);
+  Params p;
+  p.i[0] = mask;
+  // Absent bounds are placeholder scalar operands the kernel ignores.
+  c10::Scalar zero(0);
+  Arg l = (mask & 1) ? lo : Arg(zero), h = (mask & 2) ? hi : Arg(zero);
+  if (!out) {
+    *result = pw(name, HPU_OP_CLAMP, {self, l, h}, t, t, p);
+    return *result;
+  }
+  return pw_into(name, HPU_OP_CLAMP, *out, inplace, {self, l, h}, t, t, p);
+}
+
+Arg opt_scalar(const std::optional<c10::Scalar>& s, int bit, int& mask) {
+  if (s.has_value()) {
+    mask |= bit;
+    return Arg(*s);
+  }
+  return Arg(c10::Scalar(0));
+}
+Arg opt_tensor(const std::optional<at::Tensor>& t, int bit, int& mask) {
+  if (t.has_value() && t->defined()) {
+    mask |= bit;
+    return Arg(*t);
+  }
+  return Arg(c10::Scalar(0));
+}
+
+at::Tensor clamp(const at::Tensor& self, const std::optional<c10::Scalar>& lo,
+                 const std::optional<c10::Scalar>& hi) {
+  int m = 0;
+  Arg l = opt_scalar(lo, 1, m), h = opt_scalar(hi, 2, m);
+  at::Tensor r;
+  clamp_into("clamp", nullptr, false, self, l, h, m, &r);
+  return r;
+}
+at::Tensor& clamp_(at::Tensor& self, const std::optional<c10::Scalar>& lo,
+                   const std::optional<c10::Scalar>& hi) {
+  int m = 0;
+  Arg l = opt_scalar(lo, 1, m), h = opt_scalar(hi, 2, m);
+  return clamp_into("clamp_", &self, true, self, l, h, m, nullptr);
+}
+at::Tensor& clamp_out(const at::Tensor& self, const std::optional<c10::Scalar>& lo,
+                      const std::optional<c10::Scalar>& hi, at::Tensor& out) {
+  int m = 0;
+  Arg l = opt_scalar(lo, 1, m), h = opt_scalar(hi, 2, m);
+  return clamp_into("clamp", &out, false, self, l, h, m, nullptr);
+}
+at::Tensor clamp_t(const at::Tensor& self, const std::optional<at::Tensor>& lo,
+                   const std::optional<at::Tensor>& hi) {
+  int m = 0;
+  Arg l = opt_tensor(lo, 1, m), h = opt_tensor(hi, 2, m);
+  at::Tensor r;
+  clamp_into("clamp", nullptr, false, self, l, h, m, &r);
+  return r;
+}
+at::Tensor& clamp_t_(at::Tensor& self, const std::optional<at::Tensor>& lo,
+                     const std::optional<at::Tensor>& hi) {
+  int m = 0;
+  Arg l = opt_tensor(lo, 1, m), h = opt_tensor(hi, 2, m);
+  return clamp_into("clamp_", &self, true, self, l, h, m, nullptr);
+}
+at::Tensor& clamp_t_out(const at::Tensor& self, const std::optional<at::Tensor>& lo,
+                        const std::optional<at::Tensor>& hi, at::Tensor& out) {
+  int m = 0;
+  Arg l = opt_tensor(lo, 1, m), h = opt_tensor(hi, 2, m);
+  return clamp_into("clamp", &out, false, self, l, h, m, nullptr);
+}
+// clamp_min / clamp_max: one bound.
+template <int BIT>
+at::Tensor clamp_one(const at::Tensor& self, const c10::Scalar& b) {
+  at::Tensor r;
+  clamp_into(BIT == 1 ? "clamp_min" : "clamp_max", nullptr, false, self, Arg(b), Arg(b), BIT, &r);
+  return r;
+}
+template <int BIT>
+at::Tensor& clamp_one_(at::Tensor& self, const c10::Scalar& b) {
+  return clamp_into(BIT == 1 ? "clamp_min_" : "clamp_max_", &self, true, self, Arg(b), Arg(b), BIT,
+                    nullptr);
+}
+template <int BIT>
+at::Tensor& clamp_one_out(const at::Tensor& self, const c10::Scalar& b, at::Tensor& out) {
+  return clamp_into(BIT == 1 ? "clamp_min" : "clamp_max", &out, false, self, Arg(b), Arg(b), BIT,
+                    nullptr);
+}
+template <int BIT>
+at::Tensor clamp_one_t(const at::Tensor& self, const at::Tensor& b) {
+  at::Tensor r;
+  clamp_into(BIT == 1 ? "clamp_min" : "clamp_max", nullptr, false, self, Arg(b), Arg(b), BIT, &r);
+  return r;
+}
+template <int BIT>
+at::Tensor& clamp_one_t_(at::Tensor& self, const at::Tensor& b) {
+  return clamp_into(BIT == 1 ? "clamp_min_" : "clamp_max_", &self, true, self, Arg(b), Arg(b), BIT,
+                    nullptr);
+}
+template <int BIT>
+at::Tensor& clamp_one_t_out(const at::Tensor& self, const at::Tensor& b, at::Tensor& out) {
+  return clamp_into(BIT == 1 ? "clamp_min" : "clamp_max", &out, false, self, Arg(b), Arg(b), BIT,
+                    nullptr);
+}
+
+// Binary ops --------------------------------------------------------------------
+
+void check_binary(hpu_op_t op, at::ScalarType t) {
+  switch (op) {
+    case HPU_OP_BITWISE_AND: case HPU_OP_BITWISE_OR: case HPU_OP_BITWISE_XOR:
+      TORCH_CHECK_NOT_IMPLEMENTED(!at::isFloatingType(t), "\"", hpu_op_name(op),
+                                  "_cpu\" not implemented for '", t, "'");
+      break;
+    case HPU_OP_REMAINDER: case HPU_OP_FMOD: case HPU_OP_MAXIMUM: case HPU_OP_MINIMUM:
+      TORCH_CHECK_NOT_IMPLEMENTED(t != at::kBool || op == HPU_OP_MAXIMUM || op == HPU_OP_MINIMUM,
+                                  "\"", hpu_op_name(op), "_cpu\" not implemented for 'Bool'");
+      break;
+    default: break;
+  }
+}
+
+// Result and compute dtype of a binary op.
+at::ScalarType bin_type(hpu_op_t op, at::ScalarType common) {
+  if (op == HPU_OP_ATAN2) return float_type(common);
+  return common;
+}
+
+template <hpu_op_t OP>
+at::Tensor b_op(const at::Tensor& a, const at::Tensor& b) {
+  auto t = bin_type(OP, result_of({a, b}));
+  check_binary(OP, t);
+  return pw(hpu_op_name(OP), OP, {a, b}, t, t);
+}
+template <hpu_op_t OP>
+at::Tensor& b_op_(at::Tensor& a, const at::Tensor& b) {
+  auto t = bin_type(OP, result_of({a, b}));
+  check_binary(OP, t);
+  return pw_into(hpu_op_name(OP), OP, a, true, {a, b}, t, t);
+}
+template <hpu_op_t OP>
+at::Tensor& b_op_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
+  auto t = bin_type(OP, result_of({a, b}));
+  check_binary(OP, t);
+  return pw_into(hpu_op_name(OP), OP, out, false, {a, b}, t, t);
+}
+
+// Comparisons: bool results (in place: into self's dtype).
+template <hpu_op_t OP>
+at::Tensor cmp(const at::Tensor& a, const at::Tensor& b) {
+  return pw(hpu_op_name(OP), OP, {a, b}, at::kBool, result_of({a, b}));
+}
+template <hpu_op_t OP>
+at::Tensor& cmp_(at::Tensor& a, const at::Tensor& b) {
+  return pw_into(hpu_op_name(OP), OP, a, true, {a, b}, a.scalar_type(), result_of({a, b}));
+}
+template <hpu_op_t OP>
+at::Tensor& cmp_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
+  return pw_into(hpu_op_name(OP), OP, out, false, {a, b}, out.scalar_type(), result_of({a, b}));
+}
+template <hpu_op_t OP>
+at::Tensor cmp_s(const at::Tensor& a, const c10::Scalar& b) {
+  return pw(hpu_op_name(OP), OP, {a, b}, at::kBool, result_of({a, b}));
+}
+template <hpu_op_t OP>
+at::Tensor& cmp_s_(at::Tensor& a, const c10::Scalar& b) {
+  return pw_into(hpu_op_name(OP), OP, a, true, {a, b}, a.scalar_type(), result_of({a, b}));
+}
+template <hpu_op_t OP>
+at::Tensor& cmp_s_out(const at::Tensor& a, const c10::Scalar& b, at::Tensor& out) {
+  return pw_into(hpu_op_name(OP), OP, out, false, {a, b}, out.scalar_type(), result_of({a, b}));
+}
+// logical_*: .out only (the rest are composites); compute in the common type.
+template <hpu_op_t OP>
+at::Tensor& logical_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
+  return pw_into(hpu_op_name(OP), OP, out, false, {a, b}, out.scalar_type(), result_of({a, b}));
+}
+
+at::Tensor rsub(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) {
+  return at::sub(other, self, alpha);
+}
+
+// pow ---------------------------------------------------------------------------
+
+void check_pow_int(const at::Tensor& base, const c10::Scalar& e) {
+  if (at::isIntegralType(base.scalar_type(), true) && e.isIntegral(true))
+    TORCH_CHECK(e.toLong() >= 0, "Integers to negative integer powers are not allowed.");
+}
+at::Tensor pow_ts(const at::Tensor& a, const c10::Scalar& e) {
+  check_pow_int(a, e);
+  auto t = result_of({a, e});
+  return pw("pow", HPU_OP_POW, {a, e}, t, t);
+}
+at::Tensor& pow_ts_(at::Tensor& a, const c10::Scalar& e) {
+  check_pow_int(a, e);
+  auto t = result_of({a, e});
+  return pw_into("pow_", HPU_OP_POW, a, true, {a, e}, t, t);
+}
+at::Tensor& pow_ts_out(const at::Tensor& a, const c10::Scalar& e, at::Tensor& out) {
+  check_pow_int(a, e);
+  auto t = result_of({a, e});
+  return pw_into("pow", HPU_OP_POW, out, false, {a, e}, t, t);
+}
+at::Tensor pow_st(const c10::Scalar& s, const at::Tensor& e) {
+  auto t = result_of({s, e});
+  return pw("pow", HPU_OP_POW, {s, e}, t, t);
+}
+at::Tensor& pow_st_out(const c10::Scalar& s, const at::Tensor& e, at::Tensor& out) {
+  auto t = result_of({s, e});
+  return pw_into("pow", HPU_OP_POW, out, false, {s, e}, t, t);
+}
+
+// Ternary -----------------------------------------------------------------------
+
+at::Tensor where(const at::Tensor& cond, const at::Tensor& a, const at::Tensor& b) {
+  TORCH_CHECK(cond.scalar_type() == at::kBool || cond.scalar_type() == at::kByte,
+              "where expected condition to be a boolean tensor, but got a tensor with dtype ",
+              cond.scalar_type());
+  auto t = result_of({a, b});
+  return pw("where", HPU_OP_WHERE, {cond, a, b}, t, t);
+}
+at::Tensor& where_out(const at::Tensor& cond, const at::Tensor& a, const at::Tensor& b,
+                      at::Tensor& out) {
+  TORCH_CHECK(cond.scalar_type() == at::kBool || cond.scalar_type() == at::kByte,
+              "where expected condition to be a boolean tensor, but got a tensor with dtype ",
+              cond.scalar_type());
+  auto t = result_of({a, b});
+  return pw_into("where", HPU_OP_WHERE, out, false, {cond, a, b}, t, t);
+}
+
+at::Tensor& masked_fill_s(at::Tensor& self, const at::Tensor& mask, const c10::Scalar& value) {
+  TORCH_CHECK(mask.scalar_type() == at::kBool,
+              "masked_fill_ only supports boolean masks, but got mask with dtype ",
+              mask.scalar_type());
+  check_devices("masked_fill_", {self, mask}, nullptr);
+  auto shape = at::infer_size(self.sizes(), mask.sizes());
+  TORCH_CHECK(at::IntArrayRef(shape) == self.sizes(), "masked_fill_: mask of shape ", mask.sizes(),
+              " does not broadcast to self's ", self.sizes());
+  run(HPU_OP_WHERE, self, {mask, value, self}, self.scalar_type());
+  return self;
+}
+at::Tensor& masked_fill_t(at::Tensor& self, const at::Tensor& mask, const at::Tensor& value) {
+  TORCH_CHECK(value.dim() == 0,
+              "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with ",
+              value.dim(), " dimension(s).");
+  if (value.is_cpu()) return masked_fill_s(self, mask, value.item());
+  TORCH_CHECK(mask.scalar_type() == at::kBool,
+              "masked_fill_ only supports boolean masks, but got mask with dtype ",
+              mask.scalar_type());
+  check_devices("masked_fill_", {self, mask, value}, nullptr);
+  auto shape = at::infer_size(self.sizes(), mask.sizes());
+  TORCH_CHECK(at::IntArrayRef(shape) == self.sizes(), "masked_fill_: mask of shape ", mask.sizes(),
+              " does not broadcast to self's ", self.sizes());
+  run(HPU_OP_WHERE, self, {mask, value, self}, self.scalar_type());
+  return self;
+}
+
+void check_lerp(const at::Tensor& self, const at::Tensor& end, const at::Tensor* w) {
+  TORCH_CHECK(self.scalar_type() == end.scalar_type(), "expected dtype ", self.scalar_type(),
+              " for `end` but got dtype ", end.scalar_type());
+  if (w)
+    TORCH_CHECK(self.scalar_type() == w->scalar_type(), "expected dtype ", self.scalar_type(),
+                " for `weight` but got dtype ", w->scalar_type());
+  check_float_act("lerp_kernel_scalar", self);
+}
+at::Tensor lerp_s(const at::Tensor& self, const at::Tensor& end, const c10::Scalar& w) {
+  check_lerp(self, end, nullptr);
+  return pw("lerp", HPU_OP_LERP, {self, end, w}, self.scalar_type(), self.scalar_type());
+}
+at::Tensor& lerp_s_(at::Tensor& self, const at::Tensor& end, const c10::Scalar& w) {
+  check_lerp(self, end, nullptr);
+  return pw_into("lerp_", HPU_OP_LERP, self, true, {self, end, w}, self.scalar_type(),
+                 self.scalar_type());
+}
+at::Tensor& lerp_s_out(const at::Tensor& self, const at::Tensor& end, const c10::Scalar& w,
+                       at::Tensor& out) {
+  check_lerp(self, end, nullptr);
+  return pw_into("lerp", HPU_OP_LERP, out, false, {self, end, w}, self.scalar_type(),
+                 self.scalar_type());
+}
+at::Tensor lerp_t(const at::Tensor& self, const at::Tensor& end, const at::Tensor& w) {
+  check_lerp(self, end, &w);
+  return pw("lerp", HPU_OP_LERP, {self, end, w}, self.scalar_type(), self.scalar_type());
+}
+at::Tensor& lerp_t_(at::Tensor& self, const at::Tensor& end, const at::Tensor& w) {
+  check_lerp(self, end, &w);
+  return pw_into("lerp_", HPU_OP_LERP, self, true, {self, end, w}, self.scalar_type(),
+                 self.scalar_type());
+}
+at::Tensor& lerp_t_out(const at::Tensor& self, const at::Tensor& end, const at::Tensor& w,
+                       at::Tensor& out) {
+  check_lerp(self, end, &w);
+  return pw_into("lerp", HPU_OP_LERP, out, false, {self, end, w}, self.scalar_type(),
+                 self.scalar_type());
+}
+
+template <hpu_op_t OP>
+void check_addc(const at::Tensor& t1, const at::Tensor& t2) {
+  if (OP == HPU_OP_ADDCDIV)
+    TORCH_CHECK(!(at::isIntegralType(t1.scalar_type(), true) &&
+                  at::isIntegralType(t2.scalar_type(), true)),
+                "Integer division with addcdiv is no longer supported, and in a future release "
+                "addcdiv will perform a true division of tensor1 and tensor2. The historic "
+                "addcdiv behavior can be implemented as (input + value * torch.trunc(tensor1 / "
+                "tensor2)).to(input.dtype) for integer inputs and as (input + value * tensor1 / "
+                "tensor2) for float inputs. The future addcdiv behavior is just the latter "
+                "implementation: (input + value * tensor1 / tensor2), for all dtypes.");
+}
+template <hpu_op_t OP>
+at::Tensor addc(const at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2,
+                const c10::Scalar& v) {
+  check_addc<OP>(t1, t2);
+  auto t = result_of({self, t1, t2});
+  return pw(hpu_op_name(OP), OP, {self, t1, t2}, t, t, one_param(v));
+}
+template <hpu_op_t OP>
+at::Tensor& addc_(at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2,
+                  const c10::Scalar& v) {
+  check_addc<OP>(t1, t2);
+  auto t = result_of({self, t1, t2});
+  return pw_into(hpu_op_name(OP), OP, self, true, {self, t1, t2}, t, t, one_param(v));
+}
+template <hpu_op_t OP>
+at::Tensor& addc_out(const at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2,
+                     const c10::Scalar& v, at::Tensor& out) {
+  check_addc<OP>(t1, t2);
+  auto t = result_of({self, t1, t2});
+  return pw_into(hpu_op_name(OP), OP, out, false, {self, t1, t2}, t, t, one_param(v));
+}
+
+// arange, triu / tril ------------------------------------------------------------
+
+at::Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c10::Scalar& step,
+                       at::Tensor& out) {
+  double s = start.to<double>(), e = end.to<double>(), st = step.to<double>();
+  TORCH_CHECK(std::isfinite(s) && std::isfinite(e), "unsupported range: ", s, " -> ", e);
+  TORCH_CHECK(st != 0, "step must be nonzero");
+  TORCH_CHECK((st > 0 && e >= s) || (st < 0 && e <= s),
+              "upper bound and larger bound inconsistent with step sign");
+  int64_t n;
+  bool integral = at::isIntegralType(out.scalar_type(), true) && start.isIntegral(true) &&
+                  end.isIntegral(true) && step.isIntegral(true);
+  if (integral) {
+    int64_t a = start.toLong(), b = end.toLong(), c = step.toLong();
+    n = c > 0 ? (b - a + c - 1) / c : (a - b + (-c) - 1) / (-c);
+  } else {
+    n = static_cast<int64_t>(std::ceil((e - s) / st));
+  }
+  TORCH_CHECK(n >= 0, "arange: invalid number of elements ", n);
+  if (out.numel() != n) out.resize_({n});
+  Params p;
+  p.s[0] = to_hpu_scalar(start);
+  p.s[1] = to_hpu_scalar(step);
+  auto t = out.scalar_type();
+  // Float outputs accumulate in double (PyTorch's accscalar_t).
+  at::ScalarType compute = (t == at::kFloat || t == at::kDouble) ? at::kDouble : t;
+  run(HPU_OP_ARANGE, out, {}, compute, p);
+  return out;
+}
+
+template <hpu_op_t OP>
+at::Tensor tri(const at::Tensor& self, int64_t diagonal) {
+  TORCH_CHECK(self.dim() >= 2, OP == HPU_OP_TRIU ? "triu" : "tril",
+              ": input tensor must have at least 2 dimensions");
+  at::Tensor out = at::empty_like(self, at::MemoryFormat::Contiguous);
+  Params p;
+  p.i[0] = diagonal;
+  if (out.numel() == 0) return out;
+  hpu_node_t node{};
+  node.op = OP;
+  node.num_inputs = node.num_outputs = 1;
+  node.inputs[0] = to_desc(self);
+  node.outputs[0] = to_desc(out);
+  node.compute_dtype = node.outputs[0].dtype;
+  node.params.pointwise.i[0] = diagonal;
+  launch(out.device().index(), node);
+  return out;
+}
+template <hpu_op_t OP>
+at::Tensor& tri_out(const at::Tensor& self, int64_t diagonal, at::Tensor& out) {
+  TORCH_CHECK(self.dim() >= 2, OP == HPU_OP_TRIU ? "triu" : "tril",
+              ": input tensor must have at least 2 dimensions");
+  check_devices(hpu_op_name(OP), {self}, &out);
+  at::native::resize_output(out, self.sizes());
+  TORCH_CHECK(out.scalar_type() == self.scalar_type(), hpu_op_name(OP), ": expected out dtype ",
+              self.scalar_type(), ", got ", out.scalar_type());
+  if (out.numel() == 0) return out;
+  hpu_node_t node{};
+  node.op = OP;
+  node.num_inputs = node.num_outputs = 1;
+  node.inputs[0] = to_desc(self);
+  node.outputs[0] = to_desc(out);
+  node.compute_dtype = node.outputs[0].dtype;
+  node.params.pointwise.i[0] = diagonal;
+  launch(out.device().index(), node);
+  return out;
+}
+template <hpu_op_t OP>
+at::Tensor& tri_(at::Tensor& self, int64_t diagonal) {
+  return tri_out<OP>(self, diagonal, self);
+}
+
+// Fused optimizers ------------------------------------------------------------------
+
+enum { OPT_SCALE = 1, OPT_FOUND_INF = 2 };
+
+void check_list(const char* name, at::TensorList ref, at::TensorList l, const char* what) {
+  TORCH_CHECK(l.size() == ref.size(), name, ": expected ", ref.size(), " ", what, ", got ",
+              l.size());
+}
+
+int opt_extras(hpu_node_t& node, const std::optional<at::Tensor>& scale,
+               const std::optional<at::Tensor>& found_inf, const at::Tensor& like) {
+  int flags = 0;
+  if (scale.has_value() && scale->defined()) {
+    TORCH_CHECK(scale->device() == like.device(), "grad_scale must be on ", like.device());
+    node.inputs[node.num_inputs++] = to_desc(*scale);
+    flags |= OPT_SCALE;
+  }
+  if (found_inf.has_value() && found_inf->defined()) {
+    TORCH_CHECK(found_inf->device() == like.device(), "found_inf must be on ", like.device());
+    node.inputs[node.num_inputs++] = to_desc(*found_inf);
+    flags |= OPT_FOUND_INF;
+  }
+  return flags;
+}
+
+void fused_adam_impl(bool adamw, at::TensorList params, at::TensorList grads,
+                     at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
+                     at::TensorList max_exp_avg_sqs, at::TensorList steps, double lr, double beta1,
+                     double beta2, double weight_decay, double eps, bool amsgrad, bool maximize,
+                     const std::optional<at::Tensor>& grad_scale,
+                     const std::optional<at::Tensor>& found_inf) {
+  const char* name = adamw ? "_fused_adamw_" : "_fused_adam_";
+  check_list(name, params, grads, "grads");
+  check_list(name, params, exp_avgs, "exp_avgs");
+  check_list(name, params, exp_avg_sqs, "exp_avg_sqs");
+  check_list(name, params, steps, "state_steps");
+  if (amsgrad)
+    check_list(name, params, max_exp_avg_sqs, "max_exp_avg_sqs");
+  else
+    TORCH_CHECK(max_exp_avg_sqs.empty(), name, ": max_exp_avg_sqs must be empty without amsgrad");
+  for (size_t i = 0; i < params.size(); i++) {
+    const at::Tensor& p = params[i];
+    TORCH_CHECK(is_hpu(p), name, ": expected hpu parameters, got one on ", p.device());
+    for (const at::Tensor* t : {&grads[i], &exp_avgs[i], &exp_avg_sqs[i], &steps[i]})
+      TORCH_CHECK(t->device() == p.device(), name, ": all tensors must be on ", p.device(),
+                  ", got one on ", t->device());
+    if (p.numel() == 0) continue;
+    hpu_node_t node{};
+    node.op = HPU_OP_FUSED_ADAM;
+    node.num_outputs = amsgrad ? 4 : 3;
+    node.outputs[0] = to_desc(p);
+    node.outputs[1] = to_desc(exp_avgs[i]);
+    node.outputs[2] = to_desc(exp_avg_sqs[i]);
+    if (amsgrad) node.outputs[3] = to_desc(max_exp_avg_sqs[i]);
+    node.inputs[node.num_inputs++] = to_desc(grads[i]);
+    node.inputs[node.num_inputs++] = to_desc(steps[i]);
+    auto& pp = node.params.pointwise;
+    pp.i[2] = opt_extras(node, grad_scale, found_inf, p);
+    pp.i[0] = (amsgrad ? 1 : 0) | (maximize ? 2 : 0) | (adamw ? 4 : 0);
+    pp.s[0] = fscalar(lr);
+    pp.s[1] = fscalar(beta1);
+    pp.s[2] = fscalar(beta2);
+    pp.s[3] = fscalar(weight_decay);
+    pp.s[4] = fscalar(eps);
+    pp.s[5] = fscalar(0);
+    node.compute_dtype = node.outputs[0].dtype;
+    launch(p.device().index(), node);
+  }
+}
+
+void fused_adam(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs,
+                at::TensorList exp_avg_sqs, at::TensorList max_exp_avg_sqs, at::TensorList steps,
+                double lr, double beta1, double beta2, double weight_decay, double eps,
+                bool amsgrad, bool maximize, const std::optional<at::Tensor>& grad_scale,
+                const std::optional<at::Tensor>& found_inf) {
+  fused_adam_impl(false, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, lr, beta1,
+                  beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf);
+}
+void fused_adamw(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs,
+                 at::TensorList exp_avg_sqs, at::TensorList max_exp_avg_sqs, at::TensorList steps,
+                 double lr, double beta1, double beta2, double weight_decay, double eps,
+                 bool amsgrad, bool maximize, const std::optional<at::Tensor>& grad_scale,
+                 const std::optional<at::Tensor>& found_inf) {
+  fused_adam_impl(true, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, lr, beta1,
+                  beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf);
+}
+void fused_adam_tlr(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs,
+                    at::TensorList exp_avg_sqs, at::TensorList max_exp_avg_sqs,
+                    at::TensorList steps, const at::Tensor& lr, double beta1, double beta2,
+                    double weight_decay, double eps, bool amsgrad, bool maximize,
+                    const std::optional<at::Tensor>& grad_scale,
+                    const std::optional<at::Tensor>& found_inf) {
+  fused_adam_impl(false, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps,
+                  lr.item<double>(), beta1, beta2, weight_decay, eps, amsgrad, maximize,
+                  grad_scale, found_inf);
+}
+void fused_adamw_tlr(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs,
+                     at::TensorList exp_avg_sqs, at::TensorList max_exp_avg_sqs,
+                     at::TensorList steps, const at::Tensor& lr, double beta1, double beta2,
+                     double weight_decay, double eps, bool amsgrad, bool maximize,
+                     const std::optional<at::Tensor>& grad_scale,
+                     const std::optional<at::Tensor>& found_inf) {
+  fused_adam_impl(true, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps,
+                  lr.item<double>(), beta1, beta2, weight_decay, eps, amsgrad, maximize,
+                  grad_scale, found_inf);
+}
+
+void fused_sgd(at::TensorList params, at::TensorList grads, at::TensorList bufs,
+               double weight_decay, double momentum, double lr, double dampening, bool nesterov,
+               bool maximize, bool is_first_step, const std::optional<at::Tensor>& grad_scale,
+               const std::optional<at::Tensor>& found_inf) {
+  const char* name = "_fused_sgd_";
+  check_list(name, params, grads, "grads");
+  if (momentum != 0) check_list(name, params, bufs, "momentum_buffer_list");
+  for (size_t i = 0; i < params.size(); i++) {
+    const at::Tensor& p = params[i];
+    TORCH_CHECK(is_hpu(p), name, ": expected hpu parameters, got one on ", p.device());
+    if (p.numel() == 0) continue;
+    hpu_node_t node{};
+    node.op = HPU_OP_FUSED_SGD;
+    node.num_outputs = momentum != 0 ? 2 : 1;
+    node.outputs[0] = to_desc(p);
+    if (momentum != 0) node.outputs[1] = to_desc(bufs[i]);
+    node.inputs[node.num_inputs++] = to_desc(grads[i]);
+    auto& pp = node.params.pointwise;
+    pp.i[2] = opt_extras(node, grad_scale, found_inf, p);
+    pp.i[0] = (nesterov ? 1 : 0) | (maximize ? 2 : 0) | (is_first_step ? 4 : 0);
+    pp.s[0] = fscalar(lr);
+    pp.s[1] = fscalar(momentum);
+    pp.s[2] = fscalar(dampening);
+    pp.s[3] = fscalar(weight_decay);
+    pp.s[4] = fscalar(0);
+    pp.s[5] = fscalar(0);
+    node.compute_dtype = node.outputs[0].dtype;
+    launch(p.device().index(), node);
+  }
+}
+void fused_sgd_tlr(at::TensorList params, at::TensorList grads, at::TensorList bufs,
+                   double weight_decay, double momentum, const at::Tensor& lr, double dampening,
+                   bool nesterov, bool maximize, bool is_first_step,
+                   const std::optional<at::Tensor>& grad_scale,
+                   const std::optional<at::Tensor>& found_inf) {
+  fused_sgd(params, grads, bufs, weight_decay, momentum, lr.item<double>(), dampening, nesterov,
+            maximize, is_first_step, grad_scale, found_inf);
+}
+
+}  // namespace
+
+#define UNARY_FLOAT(NAME, OP)                                  \
+  m.impl(#NAME, TORCH_FN(u_float<OP>));                        \
+  m.impl(#NAME "_", TORCH_FN(u_float_<OP>));                   \
+  m.impl(#NAME ".out", TORCH_FN(u_float_out<OP>));
+#define UNARY_SAME(NAME, OP)                                   \
+  m.impl(#NAME, TORCH_FN(u_same<OP>));                         \
+  m.impl(#NAME "_", TORCH_FN(u_same_<OP>));                    \
+  m.impl(#NAME ".out", TORCH_FN(u_same_out<OP>));
+
+TORCH_LIBRARY_IMPL(aten, HPU, m) {
+  UNARY_FLOAT(exp, HPU_OP_EXP)
+  UNARY_FLOAT(exp2, HPU_OP_EXP2)
+  UNARY_FLOAT(log, HPU_OP_LOG)
+  UNARY_FLOAT(log2, HPU_OP_LOG2)
+  UNARY_FLOAT(log10, HPU_OP_LOG10)
+  UNARY_FLOAT(log1p, HPU_OP_LOG1P)
+  UNARY_FLOAT(expm1, HPU_OP_EXPM1)
+  UNARY_FLOAT(sqrt, HPU_OP_SQRT)
+  UNARY_FLOAT(rsqrt, HPU_OP_RSQRT)
+  UNARY_FLOAT(reciprocal, HPU_OP_RECIPROCAL)
+  UNARY_FLOAT(sin, HPU_OP_SIN)
+  UNARY_FLOAT(cos, HPU_OP_COS)
+  UNARY_FLOAT(tan, HPU_OP_TAN)
+  UNARY_FLOAT(tanh, HPU_OP_TANH)
+  UNARY_FLOAT(sigmoid, HPU_OP_SIGMOID)
+  UNARY_FLOAT(erf, HPU_OP_ERF)
+  UNARY_SAME(neg, HPU_OP_NEG)
+  UNARY_SAME(floor, HPU_OP_FLOOR)
+  UNARY_SAME(ceil, HPU_OP_CEIL)
+  UNARY_SAME(round, HPU_OP_ROUND)
+  UNARY_SAME(trunc, HPU_OP_TRUNC)
+  UNARY_SAME(sign, HPU_OP_SIGN)
+  UNARY_SAME(bitwise_not, HPU_OP_BITWISE_NOT)
+  m.impl("abs.out", TORCH_FN(abs_out));
+  m.impl("logical_not.out", TORCH_FN(logical_not_out));
+  m.impl("isnan", TORCH_FN(isnan));
+  m.impl("nan_to_num.out", TORCH_FN(nan_to_num_out));
+}
+
+TORCH_LIBRARY_IMPL(aten, HPU, m) {
+  m.impl("gelu", TORCH_FN(gelu));
+  m.impl("gelu_", TORCH_FN(gelu_));
+  m.impl("gelu.out", TORCH_FN(gelu_out));
+  m.impl("gelu_backward", TORCH_FN(gelu_backward));
+  m.impl("gelu_backward.grad_input", TORCH_FN(gelu_backward_out));
+  m.impl("silu", TORCH_FN(silu));
+  m.impl("silu_", TORCH_FN(silu_));
+  m.impl("silu.out", TORCH_FN(silu_out));
+  m.impl("silu_backward", TORCH_FN(bwd<HPU_OP_SILU_BACKWARD>));
+  m.impl("silu_backward.grad_input", TORCH_FN(bwd_out<HPU_OP_SILU_BACKWARD>));
+  m.impl("tanh_backward", TORCH_FN(bwd<HPU_OP_TANH_BACKWARD>));
+  m.impl("tanh_backward.grad_input", TORCH_FN(bwd_out<HPU_OP_TANH_BACKWARD>));
+  m.impl("sigmoid_backward", TORCH_FN(bwd<HPU_OP_SIGMOID_BACKWARD>));
+  m.impl("sigmoid_backward.grad_input", TORCH_FN(bwd_out<HPU_OP_SIGMOID_BACKWARD>));
+  m.impl("threshold", TORCH_FN(threshold));
+  m.impl("threshold_", TORCH_FN(threshold_));
+  m.impl("threshold.out", TORCH_FN(threshold_out));
+  m.impl("threshold_backward", TORCH_FN(threshold_backward));
+  m.impl("threshold_backward.grad_input", TORCH_FN(threshold_backward_out));
+  m.impl("leaky_relu", TORCH_FN(leaky_relu));
+  m.impl("leaky_relu_", TORCH_FN(leaky_relu_));
+  m.impl("leaky_relu.out", TORCH_FN(leaky_relu_out));
+  m.impl("leaky_relu_backward", TORCH_FN(leaky_relu_backward));
+  m.impl("leaky_relu_backward.grad_input", TORCH_FN(leaky_relu_backward_out));
+  m.impl("hardtanh", TORCH_FN(hardtanh));
+  m.impl("hardtanh_", TORCH_FN(hardtanh_));
+  m.impl("hardtanh.out", TORCH_FN(hardtanh_out));
+  m.impl("hardtanh_backward", TORCH_FN(hardtanh_backward));
+  m.impl("hardtanh_backward.grad_input", TORCH_FN(hardtanh_backward_out));
+}
+
+TORCH_LIBRARY_IMPL(aten, HPU, m) {
+  m.impl("clamp", TORCH_FN(clamp));
+  m.impl("clamp_", TORCH_FN(clamp_));
+  m.impl("clamp.out", TORCH_FN(clamp_out));
+  m.impl("clamp.Tensor", TORCH_FN(clamp_t));
+  m.impl("clamp_.Tensor", TORCH_FN(clamp_t_));
+  m.impl("clamp.Tensor_out", TORCH_FN(clamp_t_out));
+  m.impl("clamp_min", TORCH_FN(clamp_one<1>));
+  m.impl("clamp_min_", TORCH_FN(clamp_one_<1>));
+  m.impl("clamp_min.out", TORCH_FN(clamp_one_out<1>));
+  m.impl("clamp_min.Tensor", TORCH_FN(clamp_one_t<1>));
+  m.impl("clamp_min_.Tensor", TORCH_FN(clamp_one_t_<1>));
+  m.impl("clamp_min.Tensor_out", TORCH_FN(clamp_one_t_out<1>));
+  m.impl("clamp_max", TORCH_FN(clamp_one<2>));
+  m.impl("clamp_max_", TORCH_FN(clamp_one_<2>));
+  m.impl("clamp_max.out", TORCH_FN(clamp_one_out<2>));
+  m.impl("clamp_max.Tensor", TORCH_FN(clamp_one_t<2>));
+  m.impl("clamp_max_.Tensor", TORCH_FN(clamp_one_t_<2>));
+  m.impl("clamp_max.Tensor_out", TORCH_FN(clamp_one_t_out<2>));
+}
+
+#define BINARY(NAME, OVL, OP)                                           \
+  m.impl(#NAME OVL, TORCH_FN(b_op<OP>));                                \
+  m.impl(#NAME "_" OVL, TORCH_FN(b_op_<OP>));
+#define CMP(NAME, OP)                                                   \
+  m.impl(#NAME ".Tensor", TORCH_FN(cmp<OP>));                           \
+  m.impl(#NAME "_.Tensor", TORCH_FN(cmp_<OP>));                         \
+  m.impl(#NAME ".Tensor_out", TORCH_FN(cmp_out<OP>));                   \
+  m.impl(#NAME ".Scalar", TORCH_FN(cmp_s<OP>));                         \
+  m.impl(#NAME "_.Scalar", TORCH_FN(cmp_s_<OP>));                       \
+  m.impl(#NAME ".Scalar_out", TORCH_FN(cmp_s_out<OP>));
+
+TORCH_LIBRARY_IMPL(aten, HPU, m) {
+  m.impl("maximum", TORCH_FN(b_op<HPU_OP_MAXIMUM>));
+  m.impl("maximum.out", TORCH_FN(b_op_out<HPU_OP_MAXIMUM>));
+  m.impl("minimum", TORCH_FN(b_op<HPU_OP_MINIMUM>));
+  m.impl("minimum.out", TORCH_FN(b_op_out<HPU_OP_MINIMUM>));
+  m.impl("atan2", TORCH_FN(b_op<HPU_OP_ATAN2>));
+  m.impl("atan2_", TORCH_FN(b_op_<HPU_OP_ATAN2>));
+  m.impl("atan2.out", TORCH_FN(b_op_out<HPU_OP_ATAN2>));
+  BINARY(remainder, ".Tensor", HPU_OP_REMAINDER)
+  m.impl("remainder.Tensor_out", TORCH_FN(b_op_out<HPU_OP_REMAINDER>));
+  BINARY(fmod, ".Tensor", HPU_OP_FMOD)
+  m.impl("fmod.Tensor_out", TORCH_FN(b_op_out<HPU_OP_FMOD>));
+  BINARY(bitwise_and, ".Tensor", HPU_OP_BITWISE_AND)
+  m.impl("bitwise_and.Tensor_out", TORCH_FN(b_op_out<HPU_OP_BITWISE_AND>));
+  BINARY(bitwise_or, ".Tensor", HPU_OP_BITWISE_OR)
+  m.impl("bitwise_or.Tensor_out", TORCH_FN(b_op_out<HPU_OP_BITWISE_OR>));
+  BINARY(bitwise_xor, ".Tensor", HPU_OP_BITWISE_XOR)
+  m.impl("bitwise_xor.Tensor_out", TORCH_FN(b_op_out<HPU_OP_BITWISE_XOR>));
+  CMP(eq, HPU_OP_EQ)
+  CMP(ne, HPU_OP_NE)
+  CMP(lt, HPU_OP_LT)
+  CMP(le, HPU_OP_LE)
+  CMP(gt, HPU_OP_GT)
+  CMP(ge, HPU_OP_GE)
+  m.impl("logical_and.out", TORCH_FN(logical_out<HPU_OP_LOGICAL_AND>));
+  m.impl("logical_or.out", TORCH_FN(logical_out<HPU_OP_LOGICAL_OR>));
+  m.impl("logical_xor.out", TORCH_FN(logical_out<HPU_OP_LOGICAL_XOR>));
+  m.impl("rsub.Tensor", TORCH_FN(rsub));
+  m.impl("pow.Tensor_Scalar", TORCH_FN(pow_ts));
+  m.impl("pow_.Scalar", TORCH_FN(pow_ts_));
+  m.impl("pow.Tensor_Scalar_out", TORCH_FN(pow_ts_out));
+  m.impl("pow.Tensor_Tensor", TORCH_FN(b_op<HPU_OP_POW>));
+  m.impl("pow_.Tensor", TORCH_FN(b_op_<HPU_OP_POW>));
+  m.impl("pow.Tensor_Tensor_out", TORCH_FN(b_op_out<HPU_OP_POW>));
+  m.impl("pow.Scalar", TORCH_FN(pow_st));
+  m.impl("pow.Scalar_out", TORCH_FN(pow_st_out));
+}
+
+TORCH_LIBRARY_IMPL(aten, HPU, m) {
+  m.impl("where.self", TORCH_FN(where));
+  m.impl("where.self_out", TORCH_FN(where_out));
+  m.impl("masked_fill_.Scalar", TORCH_FN(masked_fill_s));
+  m.impl("masked_fill_.Tensor", TORCH_FN(masked_fill_t));
+  m.impl("lerp.Scalar", TORCH_FN(lerp_s));
+  m.impl("lerp_.Scalar", TORCH_FN(lerp_s_));
+  m.impl("lerp.Scalar_out", TORCH_FN(lerp_s_out));
+  m.impl("lerp.Tensor", TORCH_FN(lerp_t));
+  m.impl("lerp_.Tensor", TORCH_FN(lerp_t_));
+  m.impl("lerp.Tensor_out", TORCH_FN(lerp_t_out));
+  m.impl("addcmul", TORCH_FN(addc<HPU_OP_ADDCMUL>));
+  m.impl("addcmul_", TORCH_FN(addc_<HPU_OP_ADDCMUL>));
+  m.impl("addcmul.out", TORCH_FN(addc_out<HPU_OP_ADDCMUL>));
+  m.impl("addcdiv", TORCH_FN(addc<HPU_OP_ADDCDIV>));
+  m.impl("addcdiv_", TORCH_FN(addc_<HPU_OP_ADDCDIV>));
+  m.impl("addcdiv.out", TORCH_FN(addc_out<HPU_OP_ADDCDIV>));
+  m.impl("arange.start_out", TORCH_FN(arange_out));
+  m.impl("triu", TORCH_FN(tri<HPU_OP_TRIU>));
+  m.impl("triu_", TORCH_FN(tri_<HPU_OP_TRIU>));
+  m.impl("triu.out", TORCH_FN(tri_out<HPU_OP_TRIU>));
+  m.impl("tril", TORCH_FN(tri<HPU_OP_TRIL>));
+  m.impl("tril_", TORCH_FN(tri_<HPU_OP_TRIL>));
+  m.impl("tril.out", TORCH_FN(tri_out<HPU_OP_TRIL>));
+  m.impl("_fused_adam_", TORCH_FN(fused_adam));
+  m.impl("_fused_adam_.tensor_lr", TORCH_FN(fused_adam_tlr));
+  m.impl("_fused_adamw_", TORCH_FN(fused_adamw));
+  m.impl("_fused_adamw_.tensor_lr", TORCH_FN(fused_adamw_tlr));
+  m.impl("_fused_sgd_", TORCH_FN(fused_sgd));
+  m.impl("_fused_sgd_.tensor_lr", TORCH_FN(fused_sgd_tlr));
+}
+
+}  // namespace habana_torch

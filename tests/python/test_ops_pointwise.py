@@ -1,0 +1,343 @@
+"""Pointwise ops on hpu against the same PyTorch ops on the CPU.
+
+Tolerances: ops whose math is the same as PyTorch's CPU kernels (arithmetic,
+comparisons, rounding, sqrt, where, clamp, lerp, addcmul...) are compared
+bitwise; transcendental functions (exp, log, tanh, sigmoid, erf, gelu, silu
+and their backwards) use polynomial/libm implementations that may differ
+from PyTorch's Sleef-based ones in the last bits: float32 rtol 1e-5 (atol
+1e-6), float64 rtol 1e-12, and bf16/fp16 one unit in the last place
+(they round the float result once, so a last-bit difference in float can
+flip the rounding, and PyTorch rounds some intermediates to the dtype): up to
+two units in the last place."""
+import pytest
+import torch
+
+import habana_torch  # noqa: F401
+
+from conftest import assert_close_to_cpu
+
+FLOATS = [torch.float32, torch.bfloat16, torch.float16, torch.float64]
+INTS = [torch.int32, torch.int64, torch.uint8, torch.int8]
+EXACT = dict(rtol=0, atol=0)
+
+
+def tol(dtype, exact):
+    """gelu: PyTorch's own erf approximation is off by up to ~1.5e-6 absolute
+    (ours is closer to the true value), hence atol 2e-6 for float32."""
+    if exact:
+        return EXACT
+    return {torch.float32: dict(rtol=1e-5, atol=2e-6), torch.float64: dict(rtol=1e-12, atol=1e-14),
+            torch.bfloat16: dict(rtol=1.6e-2, atol=1e-5), torch.float16: dict(rtol=2e-3, atol=1e-4)}[dtype]
+
+
+def make(shape, dtype, low=-4.0, high=4.0, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    if dtype.is_floating_point:
+        return (torch.rand(shape, generator=g, dtype=torch.float64) * (high - low) + low).to(dtype)
+    if dtype == torch.bool:
+        return torch.rand(shape, generator=g) > 0.5
+    lo = 0 if dtype == torch.uint8 else -20
+    return torch.randint(lo, 20, shape, generator=g, dtype=dtype)
+
+
+SHAPES = [(17,), (3, 5, 7), (), (0, 4), (300, 401)]  # the last one takes the parallel path
+
+# name -> (fn, exact, positive domain)
+UNARY_FLOAT = {
+    "exp": (torch.exp, False, False), "exp2": (torch.exp2, False, False),
+    "log": (torch.log, False, True), "log2": (torch.log2, False, True),
+    "log10": (torch.log10, False, True), "log1p": (torch.log1p, False, True),
+    # PyTorch's vectorised sqrt is not correctly rounded (ours is): 1 ulp
+    "expm1": (torch.expm1, False, False), "sqrt": (torch.sqrt, False, True),
+    "rsqrt": (torch.rsqrt, False, True), "reciprocal": (torch.reciprocal, True, False),
+    "sin": (torch.sin, False, False), "cos": (torch.cos, False, False), "tan": (torch.tan, False, False),
+    "tanh": (torch.tanh, False, False), "sigmoid": (torch.sigmoid, False, False),
+    "erf": (torch.erf, False, False), "gelu": (torch.nn.functional.gelu, False, False),
+    "gelu_tanh": (lambda x: torch.nn.functional.gelu(x, approximate="tanh"), False, False),
+    "silu": (torch.nn.functional.silu, False, False),
+    "neg": (torch.neg, True, False), "abs": (torch.abs, True, False), "floor": (torch.floor, True, False),
+    "ceil": (torch.ceil, True, False), "round": (torch.round, True, False), "trunc": (torch.trunc, True, False),
+    "sign": (torch.sign, True, False), "isnan": (torch.isnan, True, False),
+    "logical_not": (torch.logical_not, True, False),
+    "leaky_relu": (lambda x: torch.nn.functional.leaky_relu(x, 0.1), True, False),
+    "hardtanh": (lambda x: torch.nn.functional.hardtanh(x, -1.5, 2.0), True, False),
+    "threshold": (lambda x: torch.nn.functional.threshold(x, 0.5, -3.0), True, False),
+    "clamp": (lambda x: torch.clamp(x, -1.0, 2.5), True, False),
+    "clamp_min": (lambda x: torch.clamp_min(x, 0.5), True, False),
+    "clamp_max": (lambda x: x.clamp(max=0.5), True, False),
+    "pow2": (lambda x: torch.pow(x, 2), True, False), "pow3": (lambda x: x ** 3, True, False),
+    "pow_half": (lambda x: x ** 0.5, False, True), "pow_m1": (lambda x: x ** -1, True, False),
+    "pow_2.5": (lambda x: x ** 2.5, False, True), "rpow": (lambda x: 2.0 ** x, False, False),
+    "nan_to_num": (lambda x: torch.nan_to_num(x / 0.0), True, False),
+    "eq_s": (lambda x: x == 0.5, True, False), "lt_s": (lambda x: x < 1, True, False),
+}
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+@pytest.mark.parametrize("name", list(UNARY_FLOAT))
+def test_unary_float(name, dtype, shape, fallback_counts):
+    fn, exact, positive = UNARY_FLOAT[name]
+    if name == "pow3" and dtype in (torch.bfloat16, torch.float16):
+        exact = False  # PyTorch rounds x * x to the dtype before the last multiply
+    x = make(shape, dtype, 0.01 if positive else -4.0, 4.0)
+    assert_close_to_cpu(fn(x.to("hpu")), fn(x), **tol(dtype, exact))
+    assert fallback_counts() == {}
+
+
+UNARY_INT = {
+    "neg": torch.neg, "abs": torch.abs, "sign": torch.sign, "bitwise_not": torch.bitwise_not,
+    "floor": torch.floor, "clamp": lambda x: x.clamp(-3, 5), "pow2": lambda x: x ** 2,
+    "exp": torch.exp, "sqrt_abs": lambda x: torch.sqrt(x.abs()), "eq": lambda x: x.eq(3),
+    "logical_not": torch.logical_not, "isnan": torch.isnan,
+}
+
+
+@pytest.mark.parametrize("dtype", INTS + [torch.bool], ids=str)
+@pytest.mark.parametrize("name", list(UNARY_INT))
+def test_unary_int(name, dtype, fallback_counts):
+    if dtype == torch.bool and name in ("neg", "sign", "clamp", "pow2", "abs", "floor"):
+        pytest.skip("not defined for bool")
+    if dtype == torch.bool and name == "sqrt_abs":
+        pytest.skip("abs is not defined for bool")
+    if dtype == torch.uint8 and name == "neg":
+        pytest.skip("wraps")
+    x = make((5, 9), dtype)
+    fn = UNARY_INT[name]
+    exact = name not in ("exp", "sqrt_abs")
+    assert_close_to_cpu(fn(x.to("hpu")), fn(x), **(EXACT if exact else tol(torch.float32, False)))
+    assert fallback_counts() == {}
+
+
+BINARY = {
+    "maximum": torch.maximum, "minimum": torch.minimum, "remainder": torch.remainder,
+    "fmod": torch.fmod, "eq": torch.eq, "ne": torch.ne, "lt": torch.lt, "le": torch.le,
+    "gt": torch.gt, "ge": torch.ge, "logical_and": torch.logical_and, "logical_or": torch.logical_or,
+    "logical_xor": torch.logical_xor, "atan2": torch.atan2, "pow": torch.pow,
+    "rsub": lambda a, b: torch.rsub(a, b, alpha=2), "add_s": lambda a, b: a + 1.5 * b,
+    "max_other": torch.max, "where": lambda a, b: torch.where(a > b, a, b),
+    "lerp": lambda a, b: torch.lerp(a, b, 0.3), "lerp_t": lambda a, b: torch.lerp(a, b, b.abs() / 4),
+    "clamp_t": lambda a, b: torch.clamp(a, min=b, max=b + 1),
+    "clamp_min_t": lambda a, b: torch.clamp(a, min=b),
+    "addcmul": lambda a, b: torch.addcmul(a, a, b, value=0.7),
+    "addcdiv": lambda a, b: torch.addcdiv(a, a, b, value=-0.3),
+    "masked_fill": lambda a, b: a.masked_fill(b > 0, -2.5),
+    "tanh_backward": lambda a, b: torch.ops.aten.tanh_backward(a, b),
+    "sigmoid_backward": lambda a, b: torch.ops.aten.sigmoid_backward(a, b),
+    "silu_backward": lambda a, b: torch.ops.aten.silu_backward(a, b),
+    "gelu_backward": lambda a, b: torch.ops.aten.gelu_backward(a, b),
+    "gelu_tanh_backward": lambda a, b: torch.ops.aten.gelu_backward(a, b, approximate="tanh"),
+    "threshold_backward": lambda a, b: torch.ops.aten.threshold_backward(a, b, 0.0),
+}
+BINARY_EXACT = {"maximum", "minimum", "remainder", "fmod", "eq", "ne", "lt", "le", "gt", "ge",
+                "logical_and", "logical_or", "logical_xor", "rsub", "add_s", "max_other", "where",
+                "lerp", "lerp_t", "clamp_t", "clamp_min_t", "addcmul", "addcdiv", "masked_fill",
+                "tanh_backward", "sigmoid_backward", "threshold_backward"}
+BSHAPES = [((4, 5), (4, 5)), ((3, 1, 6), (5, 1)), ((), (7,)), ((250, 300), (250, 300)), ((0, 3), (3,))]
+
+
+@pytest.mark.parametrize("shapes", BSHAPES, ids=str)
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+@pytest.mark.parametrize("name", list(BINARY))
+def test_binary_float(name, dtype, shapes, fallback_counts):
+    a, b = make(shapes[0], dtype, seed=1), make(shapes[1], dtype, seed=2)
+    if name in ("pow",):
+        a = a.abs() + 0.1
+    if name == "lerp_t" or name == "masked_fill" or "backward" in name:
+        if shapes[0] != shapes[1]:
+            pytest.skip("same-shape op in this test")
+    fn = BINARY[name]
+    exact = name in BINARY_EXACT
+    if name in ("addcdiv", "addcmul", "sigmoid_backward") and dtype in (torch.bfloat16, torch.float16):
+        exact = False
+    assert_close_to_cpu(fn(a.to("hpu"), b.to("hpu")), fn(a, b), **tol(dtype, exact))
+    assert fallback_counts() == {}
+
+
+BINARY_INT = ["maximum", "minimum", "remainder", "fmod", "eq", "lt", "ge", "logical_and",
+              "bitwise_and", "bitwise_or", "bitwise_xor", "pow", "where", "add_s", "clamp_t"]
+
+
+@pytest.mark.parametrize("dtype", INTS, ids=str)
+@pytest.mark.parametrize("name", BINARY_INT)
+def test_binary_int(name, dtype, fallback_counts):
+    a, b = make((6, 7), dtype, seed=1), make((7,), dtype, seed=2)
+    if name in ("remainder", "fmod"):
+        b = torch.where(b == 0, torch.ones_like(b), b)
+    if name == "pow":
+        b = b.abs() % 5
+    fn = BINARY.get(name) or getattr(torch, name)
+    assert_close_to_cpu(fn(a.to("hpu"), b.to("hpu")), fn(a, b), **EXACT)
+    assert fallback_counts() == {}
+
+
+def test_mixed_dtypes_and_cpu_scalars(fallback_counts):
+    a = make((4, 6), torch.bfloat16)
+    b = make((6,), torch.float32, seed=3)
+    i = make((4, 6), torch.int64)
+    s = torch.tensor(0.25)  # CPU 0-dim tensor: a scalar operand
+    for fn in (torch.maximum, torch.eq, torch.lt, torch.atan2, torch.remainder):
+        assert_close_to_cpu(fn(a.to("hpu"), b.to("hpu")), fn(a, b), **EXACT if fn is not torch.atan2 else {})
+    assert_close_to_cpu(torch.maximum(i.to("hpu"), b.to("hpu")), torch.maximum(i, b), **EXACT)
+    assert_close_to_cpu(torch.where(i.to("hpu") > 0, a.to("hpu"), s), torch.where(i > 0, a, s), **EXACT)
+    assert_close_to_cpu(torch.exp(i.to("hpu")), torch.exp(i))
+    assert_close_to_cpu(i.to("hpu") < 2.5, i < 2.5, **EXACT)
+    assert_close_to_cpu(torch.pow(i.to("hpu"), 0.5), torch.pow(i, 0.5), equal_nan=True)
+    assert fallback_counts() == {}
+
+
+def test_inplace_out_and_noncontiguous(fallback_counts):
+    x = make((8, 10), torch.float32)
+    h = x.to("hpu")
+    for m in ("exp_", "neg_", "sigmoid_", "tanh_", "floor_", "sqrt_", "abs_", "clamp_"):
+        xc, hc = x.clone(), h.clone()
+        args = (-1.0, 1.0) if m == "clamp_" else ()
+        getattr(xc, m)(*args)
+        r = getattr(hc, m)(*args)
+        assert r.data_ptr() == hc.data_ptr()
+        assert_close_to_cpu(hc, xc, equal_nan=True)
+    # transposed and strided views
+    xt, ht = x.t(), h.t()
+    assert_close_to_cpu(torch.exp(ht), torch.exp(xt))
+    assert_close_to_cpu(torch.maximum(ht, h[:, ::2].t().repeat(2, 1)), torch.maximum(xt, x[:, ::2].t().repeat(2, 1)), **EXACT)
+    out = torch.empty(0, device="hpu")
+    torch.tanh(h, out=out)
+    assert_close_to_cpu(out, torch.tanh(x))
+    ob = torch.empty(8, 10, dtype=torch.bool, device="hpu")
+    torch.gt(h, 0, out=ob)
+    assert_close_to_cpu(ob, x > 0, **EXACT)
+    # in place on a view
+    xv, hv = x.clone(), h.clone()
+    xv[:, 1::3].mul_(2).add_(1).exp_()
+    hv[:, 1::3].mul_(2).add_(1).exp_()
+    assert_close_to_cpu(hv, xv)
+    assert fallback_counts() == {}
+
+
+def test_triu_tril_arange(fallback_counts):
+    x = make((3, 5, 6), torch.float32)
+    for d in (-2, 0, 1, 4):
+        assert_close_to_cpu(torch.triu(x.to("hpu"), d), torch.triu(x, d), **EXACT)
+        assert_close_to_cpu(torch.tril(x.to("hpu"), d), torch.tril(x, d), **EXACT)
+    h = x.to("hpu").transpose(1, 2)
+    assert_close_to_cpu(h.tril_(), x.transpose(1, 2).tril(), **EXACT)
+    mask = torch.full((7, 7), float("-inf"), device="hpu").triu(1)
+    assert_close_to_cpu(mask, torch.full((7, 7), float("-inf")).triu(1), **EXACT)
+    for args, kw in [((10,), {}), ((2, 20, 3), {}), ((0, 1, 0.1), {}), ((5, -3, -0.5), {}),
+                     ((100000,), dict(dtype=torch.float32)), ((7,), dict(dtype=torch.bfloat16))]:
+        assert_close_to_cpu(torch.arange(*args, device="hpu", **kw), torch.arange(*args, **kw), **EXACT)
+    assert fallback_counts() == {}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_large_contiguous(dtype, fallback_counts):
+    x = make((1 << 20) + 3, dtype, -10, 10)
+    h = x.to("hpu")
+    for fn, exact in ((torch.exp, False), (torch.tanh, False), (torch.nn.functional.gelu, False),
+                      (torch.sigmoid, False), (lambda t: t * 3 - 1, True),
+                      (lambda t: torch.where(t > 0, t, -t), True), (torch.sqrt, False)):
+        assert_close_to_cpu(fn(h), fn(x), equal_nan=True, **tol(dtype, exact))
+    assert fallback_counts() == {}
+
+
+def test_bad_input():
+    h = torch.randn(3, device="hpu")
+    with pytest.raises(RuntimeError, match="same device"):
+        torch.maximum(h, torch.randn(3))
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        torch.exp(torch.arange(3, device="hpu"), out=torch.empty(3, dtype=torch.int64, device="hpu"))
+    with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
+        h.maximum_ if hasattr(h, "maximum_") else h[:1].atan2_(h)
+    with pytest.raises(RuntimeError, match="Negation"):
+        -torch.ones(2, dtype=torch.bool, device="hpu")
+    with pytest.raises(RuntimeError, match="approximate"):
+        torch.nn.functional.gelu(h, approximate="bad")
+    with pytest.raises(RuntimeError, match="negative integer powers"):
+        torch.arange(3, device="hpu") ** -1
+    with pytest.raises(RuntimeError, match="boolean"):
+        h.masked_fill(torch.ones(3, device="hpu"), 0)
+    with pytest.raises(RuntimeError, match="(?i)at least one of"):
+        torch.clamp(h)
+    with pytest.raises(RuntimeError, match="at least 2 dimensions"):
+        torch.triu(h)
+
+
+@pytest.mark.parametrize("fn", ["gelu", "gelu_tanh", "tanh", "silu", "sigmoid", "relu", "leaky_relu"])
+def test_gradients(fn, fallback_counts):
+    f = {"gelu": torch.nn.functional.gelu,
+         "gelu_tanh": lambda x: torch.nn.functional.gelu(x, approximate="tanh"),
+         "tanh": torch.tanh, "silu": torch.nn.functional.silu, "sigmoid": torch.sigmoid,
+         "relu": torch.relu, "leaky_relu": lambda x: torch.nn.functional.leaky_relu(x, 0.2)}[fn]
+    x = make((33, 17), torch.float32, seed=5)
+    g = make((33, 17), torch.float32, seed=6)
+    xc = x.clone().requires_grad_()
+    xh = x.to("hpu").requires_grad_()
+    f(xc).backward(g)
+    f(xh).backward(g.to("hpu"))
+    assert_close_to_cpu(xh.grad, xc.grad, rtol=1e-5, atol=1e-6)
+    assert fallback_counts() == {}
+
+
+def _model(seed=0):
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(12, 32), torch.nn.GELU(), torch.nn.Linear(32, 32),
+                               torch.nn.Tanh(), torch.nn.Linear(32, 4))
+
+
+POINTWISE_PREFIXES = ("aten::_foreach", "aten::_fused", "aten::add", "aten::mul", "aten::div",
+                      "aten::sub", "aten::sqrt", "aten::lerp", "aten::addc", "aten::maximum",
+                      "aten::pow", "aten::neg", "aten::clamp", "aten::reciprocal", "aten::gelu",
+                      "aten::tanh", "aten::where", "aten::eq", "aten::ne", "aten::lt", "aten::ge")
+
+
+@pytest.mark.parametrize("opt", [
+    ("AdamW", dict(foreach=False)), ("AdamW", dict(foreach=True)), ("AdamW", dict(fused=True)),
+    ("Adam", dict(foreach=False)), ("Adam", dict(foreach=True)), ("Adam", dict(fused=True)),
+    ("Adam", dict(fused=True, amsgrad=True, weight_decay=0.1)),
+    ("AdamW", dict(foreach=True, amsgrad=True)),
+    ("SGD", dict(foreach=False, momentum=0.9)), ("SGD", dict(foreach=True, momentum=0.9, nesterov=True)),
+    ("SGD", dict(fused=True, momentum=0.9, weight_decay=0.01)), ("SGD", dict(fused=True)),
+], ids=lambda o: o[0] + "-" + "-".join(f"{k}={v}" for k, v in o[1].items()))
+def test_optimizers(opt, fallback_counts):
+    """5 steps on hpu and on the CPU (same optimizer settings) with gradient
+    clipping: parameters within rtol 1e-5 / atol 1e-6 (matmul and reduction
+    results may differ in the last bits between the two)."""
+    name, kw = opt
+    x = make((16, 12), torch.float32, seed=3)
+    y = make((16, 4), torch.float32, seed=4)
+    params = []
+    for dev in ("cpu", "hpu"):
+        m = _model().to(dev)
+        o = getattr(torch.optim, name)(m.parameters(), lr=1e-2, **kw)
+        for _ in range(5):
+            o.zero_grad()
+            loss = ((m(x.to(dev)) - y.to(dev)) ** 2).mean()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(m.parameters(), 0.5)
+            o.step()
+        params.append([p.detach() for p in m.parameters()])
+    for pc, ph in zip(*params):
+        assert_close_to_cpu(ph, pc, rtol=1e-5, atol=1e-6)
+    bad = {k: v for k, v in fallback_counts().items() if k.startswith(POINTWISE_PREFIXES)}
+    assert bad == {}
+
+
+def test_fused_adam_bf16_and_grad_scale(fallback_counts):
+    ps = [make((37, 5), torch.bfloat16, seed=s) for s in range(3)]
+    gs = [make((37, 5), torch.bfloat16, seed=10 + s) for s in range(3)]
+    res = []
+    for dev in ("cpu", "hpu"):
+        p = [t.clone().to(dev) for t in ps]  # updated in place
+        g = [t.clone().to(dev) for t in gs]
+        ea = [torch.zeros_like(t) for t in p]
+        eas = [torch.zeros_like(t) for t in p]
+        steps = [torch.tensor(3.0, device=dev) for _ in p]
+        scale = torch.tensor(2.0, device=dev)
+        inf = torch.tensor(0.0, device=dev)
+        torch._fused_adamw_(p, g, ea, eas, [], steps, lr=0.01, beta1=0.9, beta2=0.99,
+                            weight_decay=0.1, eps=1e-8, amsgrad=False, maximize=False,
+                            grad_scale=scale, found_inf=inf)
+        res.append(p + g + ea + eas)
+    for c, h in zip(*res):
+        assert_close_to_cpu(h, c, **tol(torch.bfloat16, False))
+    assert fallback_counts() == {}
