@@ -143,16 +143,17 @@ static hcclResult_t build_topology(hcclComm_t comm) {
   return hcclSuccess;
 }
 
-/* Spinning only pays when every local rank can own a core: then spin up to
- * 1 ms (as MPI and NCCL poll; on a busy machine a peer is often descheduled
- * for longer than a short spin, and a futex wake-up costs a timeslice),
- * else 2 us (HCCL_SPIN_US overrides). */
+/* Spinning only pays when every local rank can own a core: then poll for
+ * up to 100 ms before sleeping, as MPI and NCCL poll (on a loaded machine a
+ * short spin followed by a futex sleep turns every operation into a
+ * scheduler wake-up: milliseconds); else spin 2 us and sleep
+ * (HCCL_SPIN_US overrides). */
 static int64_t default_spin_ns(int local_n) {
   int64_t env = hccl_env_int("HCCL_SPIN_US", -1);
   if (env >= 0) return env * 1000;
   cpu_set_t set;
   int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : (int)sysconf(_SC_NPROCESSORS_ONLN);
-  return local_n <= cpus ? 1000000 : 2000;
+  return local_n <= cpus ? 100000000 : 2000;
 }
 
 hcclResult_t hcclCommInitRankConfig(hcclComm_t *out, int nranks, hcclUniqueId commId, int rank,

@@ -85,19 +85,28 @@ hcclResult_t hccl_check_alive(hcclComm_t comm, int64_t deadline, const char *wha
 hcclResult_t hccl_wait(hcclComm_t comm, hccl_cond_fn cond, void *arg, const char *what) {
   if (cond(comm, arg)) return hcclSuccess;
   hcclResult_t r;
-  /* Spin for a bounded time (the clock is read every 64 checks). */
-  int64_t spin_end = 0;
+  int64_t deadline = hccl_comm_deadline(comm);
+  /* Spin for a bounded time (the clock is read every 64 checks; peers'
+   * liveness and the deadline every 10 ms, so long spins still fail fast). */
+  int64_t spin_end = 0, next_check = 0;
   for (unsigned i = 1; comm->spin_ns > 0; i++) {
     cpu_relax();
     if (cond(comm, arg)) return hcclSuccess;
     if ((i & 63) == 0) {
       int64_t t = hccl_now_ns();
-      if (!spin_end) spin_end = t + comm->spin_ns;
-      else if (t > spin_end) break;
+      if (!spin_end) {
+        spin_end = t + comm->spin_ns;
+        next_check = t + 10000000;
+      } else if (t > spin_end) {
+        break;
+      }
       if ((r = check_abort(comm)) != hcclSuccess) return r;
+      if (t > next_check) {
+        if ((r = hccl_check_alive(comm, deadline, what)) != hcclSuccess) return r;
+        next_check = t + 10000000;
+      }
     }
   }
-  int64_t deadline = hccl_comm_deadline(comm);
   hccl_shm_ctrl_t *me = &comm->shm.ctrl[comm->local];
   int yields = 0;
   for (;;) {
