@@ -342,6 +342,7 @@ struct pw_ctx {
   kF_fn kF;
   kD_fn kD;
   kI_fn kI;
+  hpu_isa_t isa;
 };
 
 #define DEF_K(FAM, W, N, ISA)                                                                \
@@ -429,7 +430,7 @@ static const kI_fn tab_I[K_COUNT] = {PW_I_KERNELS(TAB_KI)};
 #define CONV_D(x) ((double)(x))
 #define CONV_I(x) hpu_f2i(x)
 
-static void load_F(float *dst, const char *p, int64_t s, int64_t n, hpu_dtype_t dt,
+static inline __attribute__((always_inline)) void load_F(float *dst, const char *p, int64_t s, int64_t n, hpu_dtype_t dt,
                    hpu_dtype_t cdt) {
   switch (dt) { LD_ALL(float, CONV_F) }
   if (dt != cdt && (cdt == HPU_BFLOAT16 || cdt == HPU_FLOAT16))
@@ -475,7 +476,7 @@ static void load_I(int64_t *dst, const char *p, int64_t s, int64_t n, hpu_dtype_
 #define TOINT_F(x) hpu_f2i(x)
 #define TOINT_I(x) (x)
 
-static void store_F(char *p, int64_t s, float *src, int64_t n, hpu_dtype_t dt, hpu_dtype_t cdt) {
+static inline __attribute__((always_inline)) void store_F(char *p, int64_t s, float *src, int64_t n, hpu_dtype_t dt, hpu_dtype_t cdt) {
   if (dt != cdt && (cdt == HPU_BFLOAT16 || cdt == HPU_FLOAT16))
     for (int64_t i = 0; i < n; i++) src[i] = hpu_round_to(src[i], cdt);
   switch (dt) { ST_ALL(TOINT_F) }
@@ -493,8 +494,8 @@ static void store_I(char *p, int64_t s, int64_t *src, int64_t n, hpu_dtype_t dt,
 }
 
 /* One run of n elements: data/st from the iterator (operand 0 = output). */
-#define DEF_LOOP(FAM, W, NATIVE)                                                            \
-  static void loop_##FAM(const pw_ctx_t *x, char **data, const int64_t *st, int64_t n,     \
+#define DEF_LOOP(FAM, W, NATIVE, ISA)                                                       \
+  static HPU_ATTR_##ISA void loop_##FAM##_##ISA(const pw_ctx_t *x, char **data, const int64_t *st, int64_t n,     \
                          int64_t index) {                                                   \
     W buf[4][CHUNK];                                                                        \
     const W *in[3] = {buf[1], buf[2], buf[3]};                                              \
@@ -537,16 +538,28 @@ static void store_I(char *p, int64_t s, int64_t *src, int64_t n, hpu_dtype_t dt,
     }                                                                                       \
   }
 
-DEF_LOOP(F, float, HPU_FLOAT32)
-DEF_LOOP(D, double, HPU_FLOAT64)
-DEF_LOOP(I, int64_t, HPU_INT64)
+/* The float loop is cloned per ISA too: its bf16/fp16 conversions are hot. */
+DEF_LOOP(F, float, HPU_FLOAT32, generic)
+#if HPU_HAVE_ISA_CLONES
+DEF_LOOP(F, float, HPU_FLOAT32, avx2)
+DEF_LOOP(F, float, HPU_FLOAT32, avx512)
+#endif
+DEF_LOOP(D, double, HPU_FLOAT64, generic)
+DEF_LOOP(I, int64_t, HPU_INT64, generic)
 
 static void pw_loop(void *vctx, char **data, const int64_t *st, int64_t n, int64_t index) {
   const pw_ctx_t *x = vctx;
   switch (x->fam) {
-    case FAM_F: loop_F(x, data, st, n, index); break;
-    case FAM_D: loop_D(x, data, st, n, index); break;
-    default: loop_I(x, data, st, n, index); break;
+    case FAM_F:
+#if HPU_HAVE_ISA_CLONES
+      if (x->isa == HPU_ISA_AVX512) loop_F_avx512(x, data, st, n, index);
+      else if (x->isa == HPU_ISA_AVX2) loop_F_avx2(x, data, st, n, index);
+      else
+#endif
+        loop_F_generic(x, data, st, n, index);
+      break;
+    case FAM_D: loop_D_generic(x, data, st, n, index); break;
+    default: loop_I_generic(x, data, st, n, index); break;
   }
 }
 
@@ -719,6 +732,7 @@ static void run_elementwise(const hpu_node_t *node) {
   pw_kernel_t k = kernel_of(node, x.fam);
 #if HPU_HAVE_ISA_CLONES
   hpu_isa_t isa = hpu_kernels_isa();
+  x.isa = isa;
   x.kF = isa == HPU_ISA_AVX512 ? tab_F5[k] : isa == HPU_ISA_AVX2 ? tab_F2[k] : tab_F[k];
 #else
   x.kF = tab_F[k];
