@@ -40,7 +40,8 @@ def main():
         device = torch.device("hpu", local_rank)
     torch.manual_seed(0)
     cfg = BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
-                     vocab_size=100, max_position_embeddings=128, num_labels=3)
+                     vocab_size=100, max_position_embeddings=128, num_labels=3,
+                     hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)  # see the note in bench/RESULTS.md
     model = DDP(BertForSequenceClassification(cfg).to(device))
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr)
     g = torch.Generator().manual_seed(100 + rank)
@@ -52,8 +53,9 @@ def main():
             t0 = time.time()
         ids = torch.randint(0, 100, (args.batch, args.seq), generator=g)
         labels = ids[:, 0] % 3
-        out = model(input_ids=ids.to(device), labels=labels.to(device))
-        out.loss.backward()
+        logits = model(input_ids=ids.to(device), attention_mask=torch.ones_like(ids).to(device)).logits
+        loss = torch.nn.functional.cross_entropy(logits, labels.to(device))
+        loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
         if device.type == "hpu":
@@ -61,7 +63,7 @@ def main():
         if step >= args.warmup:
             timed += 1
         if rank == 0 and (step % 10 == 0 or step == args.steps - 1):
-            print(f"step {step:4d} loss {out.loss.item():.4f}", flush=True)
+            print(f"step {step:4d} loss {loss.item():.4f}", flush=True)
     if device.type == "hpu":
         torch.hpu.synchronize()
     elapsed = time.time() - t0 if t0 else float("nan")
