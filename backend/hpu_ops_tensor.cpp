@@ -217,7 +217,12 @@ void check_same_device(const char* op, std::initializer_list<const at::Tensor*> 
 
 at::Tensor on_device(const at::Tensor& t, const at::Tensor& like) {
   if (!is_cpu_scalar(t) || !is_hpu(like)) return t;
-  return t.to(like.device());
+  // A FILL node rather than a host-to-device copy: no wait for the card, so
+  // it also works inside lazy graphs and HPU graph captures.
+  check_hpu_dtype(t.scalar_type(), "scalar operand");
+  at::Tensor out = at::empty({}, like.options().dtype(t.scalar_type()));
+  fill_tensor(out, to_hpu_scalar(t.item()));
+  return out;
 }
 
 at::ScalarType default_float() { return c10::typeMetaToScalarType(at::get_default_dtype()); }

@@ -146,7 +146,13 @@ PYBIND11_MODULE(_C, m) {
   m.def("_is_lazy", [] { return hpu_lazy_enabled() != 0; });
   m.def("_set_lazy", [](bool on) { translate([&] { hpu_lazy_set_enabled(on); }); });
   m.def("_mark_step", [](int device) {
-    translate([&] { HPU_CHECK(device < 0 ? hpu_lazy_flush_all() : hpu_lazy_flush(device)); });
+    translate([&] {
+      if (device >= 0) {
+        HPU_CHECK(hpu_lazy_mark_step(device));
+        return;
+      }
+      for (int d = 0; d < device_count(); d++) HPU_CHECK(hpu_lazy_mark_step(d));
+    });
   });
   m.def("_lazy_pending", [](int device) { return hpu_lazy_pending(device); });
   m.def("_recipe_cache_size", [] { return hpu_recipe_cache_size(); });

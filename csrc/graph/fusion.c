@@ -26,7 +26,7 @@ static int contiguous_numel(const hpu_tensor_t *t, int64_t *numel) {
 }
 
 /* The eager kernels' typed float paths: every operand in the compute dtype. */
-static int fusible(const hpu_node_t *nd) {
+int hpu_plan_node_fusible(const hpu_node_t *nd) {
   switch (nd->op) {
     case HPU_OP_ADD: case HPU_OP_SUB: case HPU_OP_MUL: case HPU_OP_RELU: break;
     case HPU_OP_DIV: if (nd->params.binary.rounding != HPU_ROUND_NONE) return 0; break;
@@ -68,7 +68,10 @@ static int same_view(const hpu_tensor_t *a, const hpu_tensor_t *b) {
 void hpu_graph_dead_outputs(const hpu_node_t *nodes, int n, uint8_t *dead) {
   for (int i = 0; i < n; i++) {
     const hpu_tensor_t *out = &nodes[i].outputs[0];
-    int d = nodes[i].num_outputs == 1 && !hpu_memory_is_allocated(out->storage);
+    /* Only fusible nodes' liveness changes a plan; leaving the others out
+     * keeps allocator address reuse (which varies from step to step) out of
+     * the graph signature. */
+    int d = hpu_plan_node_fusible(&nodes[i]) && !hpu_memory_is_allocated(out->storage);
     for (int j = i + 1; j < n && !d; j++)
       for (int o = 0; o < nodes[j].num_outputs && !d; o++)
         d = same_view(&nodes[j].outputs[o], out) && hpu_tensor_is_contiguous(out);
@@ -141,7 +144,7 @@ hpu_plan_t *hpu_plan_build(const hpu_node_t *nodes, int n, const uint8_t *dead) 
   }
   for (int i = 0; i < n; i++) plan->group_of[i] = -1;
   for (int i = 0; i < n;) {
-    if (!fusible(&nodes[i])) {
+    if (!hpu_plan_node_fusible(&nodes[i])) {
       i++;
       continue;
     }
@@ -150,7 +153,7 @@ hpu_plan_t *hpu_plan_build(const hpu_node_t *nodes, int n, const uint8_t *dead) 
     g->first = i;
     g->numel = hpu_tensor_numel(&nodes[i].outputs[0]);
     int j = i;
-    while (j < n && j - i < HPU_FUSION_MAX_GROUP && fusible(&nodes[j]) &&
+    while (j < n && j - i < HPU_FUSION_MAX_GROUP && hpu_plan_node_fusible(&nodes[j]) &&
            hpu_tensor_numel(&nodes[j].outputs[0]) == g->numel && admit(nodes, g, j))
       j++;
     g->count = j - i;

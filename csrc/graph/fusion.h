@@ -37,6 +37,8 @@ typedef struct hpu_plan {
  * same view). Returns NULL on host out-of-memory or when nothing fuses. */
 hpu_plan_t *hpu_plan_build(const hpu_node_t *nodes, int n, const uint8_t *dead);
 hpu_plan_t *hpu_plan_copy(const hpu_plan_t *plan);
+/* Whether a node can join a fused group (elementwise, contiguous, float). */
+int hpu_plan_node_fusible(const hpu_node_t *node);
 void hpu_plan_free(hpu_plan_t *plan);
 
 /* Runs nodes with the plan (on the stream worker). */

@@ -4,8 +4,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
+#include "graph/dump.h"
 #include "graph/fusion.h"
 #include "graph/lazy_internal.h"
 #include "hpu/capture.h"
@@ -16,11 +18,17 @@
 #include "hpu/lazy.h"
 #include "hpu/metrics.h"
 
+#define PREV_SLOTS 32
+
 typedef struct pending {
   pthread_mutex_t mu;
   hpu_graph_t *graph;       /* NULL when nothing is pending */
   hpu_stream_t stream;      /* where the graph will run */
-  hpu_signature_t prev;     /* the last flushed graph, for recompile reasons */
+  /* The graphs flushed at each position of the last step (a step ends at
+   * mark_step): a recompilation is explained against the graph that ran at
+   * the same position before, which is what a user compares. */
+  hpu_signature_t prev[PREV_SLOTS];
+  int position;             /* graphs flushed since the last mark_step */
 } pending_t;
 
 static pending_t cards[HPU_MAX_CARDS] = {[0 ... HPU_MAX_CARDS - 1] = {.mu = PTHREAD_MUTEX_INITIALIZER}};
@@ -81,6 +89,39 @@ int hpu_recompile_reason(size_t n, char *buf, size_t len) {
   return ok;
 }
 
+/* PT_HPU_GRAPH_DUMP_DIR=<dir> (or Gaudi's GRAPH_VISUALIZATION=1, into
+ * .graph_dumps) writes every compiled graph as text and DOT. */
+static void dump_if_asked(int device, const hpu_node_t *nodes, int n, const hpu_plan_t *plan,
+                          const uint8_t *dead, uint64_t hash) {
+  const char *dir = getenv("PT_HPU_GRAPH_DUMP_DIR");
+  const char *vis = getenv("GRAPH_VISUALIZATION");
+  if ((!dir || !*dir) && vis && (strcmp(vis, "1") == 0 || strcmp(vis, "true") == 0)) dir = ".graph_dumps";
+  if (!dir || !*dir) return;
+  static _Atomic int counter;
+  mkdir(dir, 0755);
+  char prefix[900];
+  snprintf(prefix, sizeof prefix, "%s/hpu%d_graph%04d", dir, device, atomic_fetch_add(&counter, 1));
+  if (!hpu_graph_dump(prefix, device, nodes, n, plan, dead, hash))
+    fprintf(stderr, "[habana_torch] cannot write graph dump %s.txt/.dot\n", prefix);
+}
+
+static void remember(pending_t *p, hpu_signature_t *sig) {
+  hpu_signature_t *slot = &p->prev[p->position % PREV_SLOTS];
+  hpu_signature_free(slot);
+  *slot = *sig;
+  p->position++;
+}
+
+hpu_status_t hpu_lazy_mark_step(int device) {
+  hpu_status_t st = hpu_lazy_flush(device);
+  if (device >= 0 && device < HPU_MAX_CARDS) {
+    pthread_mutex_lock(&cards[device].mu);
+    cards[device].position = 0;
+    pthread_mutex_unlock(&cards[device].mu);
+  }
+  return st;
+}
+
 /* Hashes the graph, looks its recipe up and compiles on a miss; gives the
  * graph its fusion plan. */
 static void compile_or_hit(int device, pending_t *p, hpu_graph_t *g) {
@@ -98,15 +139,16 @@ static void compile_or_hit(int device, pending_t *p, hpu_graph_t *g) {
   hpu_plan_t *plan = NULL;
   if (hpu_recipe_cache_lookup(&sig, &plan)) {
     hpu_metric_add("recipe_cache_hit", 1);
-    hpu_signature_free(&p->prev);
-    p->prev = sig;
+    remember(p, &sig);
   } else {
     hpu_metric_add("recipe_cache_miss", 1);
     hpu_metric_add("graph_compilation", 1);
     char why[512];
-    hpu_signature_explain(p->prev.len ? &p->prev : NULL, &sig, nodes, why, sizeof why);
+    const hpu_signature_t *before = &p->prev[p->position % PREV_SLOTS];
+    hpu_signature_explain(before->len ? before : NULL, &sig, nodes, why, sizeof why);
     note_reason(device, why);
     hpu_plan_t *compiled = hpu_plan_build(nodes, n, dead);
+    dump_if_asked(device, nodes, n, compiled, dead, sig.hash);
     plan = compiled ? hpu_plan_copy(compiled) : NULL;
     hpu_signature_t cached = sig;
     cached.words = malloc(sig.len * sizeof(int64_t));
@@ -117,8 +159,7 @@ static void compile_or_hit(int device, pending_t *p, hpu_graph_t *g) {
     } else {
       hpu_plan_free(compiled);
     }
-    hpu_signature_free(&p->prev);
-    p->prev = sig;
+    remember(p, &sig);
     hpu_metric_add("graph_compilation_us", (int64_t)(now_us() - t0));
   }
   free(dead);

@@ -49,13 +49,20 @@ static int push_scalar_kind(hpu_signature_t *s, hpu_scalar_t v) { return push(s,
 static int push_params(hpu_signature_t *s, const hpu_node_t *n) {
   const hpu_op_params_t *p = &n->params;
   if (hpu_op_is_pointwise(n->op)) {
-    int ok = 1;
-    for (int i = 0; i < 4; i++) ok &= push_scalar_kind(s, p->pointwise.s[i]) & push(s, p->pointwise.i[i]);
+    /* Scalar values vary per step (learning rates); which operands are
+     * scalars, and their kinds, change the kernel. */
+    const hpu_pointwise_params_t *pw = &p->pointwise;
+    int ok = push(s, pw->scalar_operands);
+    for (int i = 0; i < 6; i++) ok &= push_scalar_kind(s, pw->s[i]);
+    for (int i = 0; i < 4; i++) ok &= push(s, pw->i[i]);
+    for (int i = 0; i < 3; i++) ok &= push_scalar_kind(s, pw->operand[i]);
     return ok;
   }
   if (hpu_op_is_nn(n->op)) {
+    const hpu_nn_params_t *nn = &p->nn;
     int ok = 1;
-    for (int i = 0; i < 4; i++) ok &= push_scalar_kind(s, p->nn.s[i]) & push(s, p->nn.i[i]);
+    for (int i = 0; i < 4; i++) ok &= push_scalar_kind(s, nn->s[i]) & push(s, nn->i[i]);
+    for (int i = 0; i < HPU_NN_MAX_INDICES; i++) ok &= push(s, nn->sizes[i]) & push(s, nn->strides[i]);
     return ok;
   }
   switch (n->op) {
@@ -107,7 +114,8 @@ int hpu_signature_equal(const hpu_signature_t *a, const hpu_signature_t *b) {
  * op and operand counts, so the first difference is found without parsing
  * the rest. */
 static size_t param_words(hpu_op_t op) {
-  if (hpu_op_is_pointwise(op) || hpu_op_is_nn(op)) return 8;
+  if (hpu_op_is_pointwise(op)) return 1 + 6 + 4 + 3;
+  if (hpu_op_is_nn(op)) return 8 + 2 * HPU_NN_MAX_INDICES;
   switch (op) {
     case HPU_OP_FILL: return 1;
     case HPU_OP_ADD: case HPU_OP_SUB: case HPU_OP_MUL: case HPU_OP_DIV: return 3;
@@ -179,7 +187,20 @@ void hpu_signature_explain(const hpu_signature_t *prev, const hpu_signature_t *c
         }
         k += tw;
       }
-      snprintf(buf, len, "node %d (%s): a kernel parameter changed", i, hpu_op_name(n->op));
+      if (pw[1] != cw[1]) {
+        if ((pw[1] & 0xff) != (cw[1] & 0xff))
+          snprintf(buf, len, "node %d (%s): compute dtype changed", i, hpu_op_name(n->op));
+        else
+          snprintf(buf, len,
+                   "node %d (%s): its output is %s after the graph (the program %s the tensor)", i,
+                   hpu_op_name(n->op), (cw[1] >> 8) ? "dead" : "live",
+                   (cw[1] >> 8) ? "no longer holds" : "now holds");
+        return;
+      }
+      size_t pk = k;
+      while (pk < cn && pw[pk] == cw[pk]) pk++;
+      snprintf(buf, len, "node %d (%s): kernel parameter word %zu changed from %lld to %lld", i,
+               hpu_op_name(n->op), pk - k, (long long)pw[pk], (long long)cw[pk]);
       return;
     }
     a += pn;

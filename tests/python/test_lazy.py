@@ -257,3 +257,22 @@ def test_iter_mark_step(lazy):
     assert _C._lazy_pending(0) == 0
     assert total.cpu().tolist() == [3.0, 3.0]
     assert flushed[1] <= 1  # mark_step ran between items
+
+
+def test_graph_dump_text_and_dot(tmp_path):
+    r = run_python("""
+        import torch, habana_torch, habana_torch.core as htcore
+        x = torch.randn(1000, device="hpu")
+        y = ((x * 2 + 1).relu() - x) / 4
+        htcore.mark_step()
+        print(y.cpu().shape)
+    """, env={"PT_HPU_LAZY_MODE": "1", "PT_HPU_GRAPH_DUMP_DIR": str(tmp_path)})
+    assert r.returncode == 0, r.stderr
+    texts = sorted(tmp_path.glob("hpu0_graph*.txt"))
+    dots = sorted(tmp_path.glob("hpu0_graph*.dot"))
+    assert texts and dots
+    text = "\n".join(t.read_text() for t in texts)
+    assert "fused groups" in text and "relu" in text and "kept in cache only:" in text
+    fused = [d.read_text() for d in dots if "relu" in d.read_text()]
+    assert fused, [d.read_text() for d in dots]
+    assert fused[0].startswith("digraph") and "cluster_g0" in fused[0] and "->" in fused[0]

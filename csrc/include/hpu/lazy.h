@@ -36,6 +36,10 @@ hpu_status_t hpu_submit(hpu_stream_t stream, const hpu_node_t *node);
 
 /* Launches the card's pending graph (asynchronously; no-op when empty). */
 hpu_status_t hpu_lazy_flush(int device);
+/* mark_step: flushes the card and starts a new step (recompilation
+ * reasons compare a graph with the one at the same position of the
+ * previous step). */
+hpu_status_t hpu_lazy_mark_step(int device);
 /* Flushes every card. */
 hpu_status_t hpu_lazy_flush_all(void);
 int hpu_lazy_pending(int device);
