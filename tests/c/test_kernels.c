@@ -908,8 +908,12 @@ static void test_validation(void) {
   n.inputs[1] = T1(b, HPU_FLOAT32, 5);
   CU_ASSERT_EQUAL(hpu_node_validate(&n), HPU_SUCCESS);
   hpu_node_t bad = n;
-  bad.op = (hpu_op_t)77;
-  expect_error(&bad, HPU_ERROR_INVALID_ARGUMENT, "invalid op code 77");
+  bad.op = (hpu_op_t)(HPU_OP_COUNT + 5);
+  char want[64];
+  snprintf(want, sizeof want, "invalid op code %d", (int)HPU_OP_COUNT + 5);
+  expect_error(&bad, HPU_ERROR_INVALID_ARGUMENT, want);
+  bad.op = HPU_OP_POINTWISE_BEGIN; /* a family marker is not an op */
+  expect_error(&bad, HPU_ERROR_INVALID_ARGUMENT, "invalid op code");
   bad = n;
   bad.num_inputs = 3;
   expect_error(&bad, HPU_ERROR_INVALID_ARGUMENT, "add: expects 1 to 2 inputs, got 3");
