@@ -276,3 +276,25 @@ def test_graph_dump_text_and_dot(tmp_path):
     fused = [d.read_text() for d in dots if "relu" in d.read_text()]
     assert fused, [d.read_text() for d in dots]
     assert fused[0].startswith("digraph") and "cluster_g0" in fused[0] and "->" in fused[0]
+
+
+def test_lazy_step_peak_memory_at_most_eager():
+    """Allocation happens when ops are recorded and frees when the host lets
+    go, exactly as in eager mode; the fused groups allocate nothing more."""
+    batches = make_batches(n=3, batch=64)
+
+    def peak(lazy_mode):
+        htcore._set_lazy_mode(lazy_mode)
+        try:
+            torch.hpu.synchronize()
+            torch.hpu.empty_cache()
+            torch.hpu.reset_peak_memory_stats()
+            base = torch.hpu.memory_allocated()
+            train("hpu", MODEL, batches, lazy_mode)
+            torch.hpu.synchronize()
+            return torch.hpu.max_memory_allocated() - base
+        finally:
+            htcore._set_lazy_mode(False)
+
+    eager, lazy_peak = peak(False), peak(True)
+    assert 0 < lazy_peak <= eager, (lazy_peak, eager)
