@@ -33,6 +33,14 @@ class CMakeBuild(build_ext):
         jobs = os.environ.get("HPU_BUILD_JOBS", str(os.cpu_count() or 2))
         subprocess.check_call(cfg)
         subprocess.check_call(["cmake", "--build", build_dir, "-j", jobs, "--target", "habana_torch_C"])
+        # the default mixed-precision op lists (hmp/*.txt) ship inside the package
+        lists_dir = os.path.join(out_dir, "hpex", "hmp", "lists")
+        os.makedirs(lists_dir, exist_ok=True)
+        for name in os.listdir(os.path.join(src, "hmp")):
+            if name.endswith(".txt"):
+                with open(os.path.join(src, "hmp", name), "rb") as f_in, \
+                        open(os.path.join(lists_dir, name), "wb") as f_out:
+                    f_out.write(f_in.read())
 
 
 setup(

@@ -14,6 +14,7 @@ from . import _C  # noqa: F401  (loads the C core and registers the hpu kernels)
 from . import hpu
 from . import core
 from . import metrics
+from . import hpex  # loads the autocast op lists (hmp/); hpex.hmp is Gaudi's HMP
 
 if not hasattr(torch, "hpu"):
     torch._register_device_module("hpu", hpu)
