@@ -16,10 +16,10 @@ tests=(
   test_DistributedDataParallelCPU test_ddp_hook_parity_allreduce test_ddp_comm_hook_logging
 )
 if [ "${1:-}" = all ]; then
-  exec python -m pytest -q -rs "$here/test_dist_base.py" -p no:cacheprovider
+  exec python -m pytest -q -rfs "$here/test_dist_base.py" -p no:cacheprovider
 fi
-k=$(IFS='|'; echo "${tests[*]}" | sed 's/|/ or /g')
-python -m pytest -q -rs "$here/test_dist_base.py" -p no:cacheprovider -k "$k" 2>&1 | tail -40
+ids=(); for t in "${tests[@]}"; do ids+=("$here/test_dist_base.py::TestHcclWithSpawn::$t"); done
+python -m pytest -q -rfs -p no:cacheprovider "${ids[@]}" 2>&1 | grep -vE "^\s*$" | tail -60
 rc=${PIPESTATUS[0]}
 [ $rc -eq 0 ] && echo OK
 exit $rc
