@@ -46,13 +46,13 @@ step "ddp bert torchrun x2" "DDP hook OK world=2" 300 bash -c 'trun 2 tests/dist
 step "ddp bert lazy x2" "DDP bucket_view OK world=2 .*lazy=1" 300 env PT_HPU_LAZY_MODE=1 bash -c 'trun 2 tests/dist/ddp_bert_worker.py --modes plain,bucket_view'
 step "fsdp2+fsdp1 torchrun x2" "FSDP1 OK" 300 bash -c 'trun 2 tests/dist/fsdp_worker.py'
 step "card lock" "CARD LOCK OK" 120 python tests/dist/card_lock_check.py
-step "launcher gaudi_spawn (torchrun)" "RESULT world=2" 300 bash -c 'python examples/gaudi_spawn.py --world_size 2 --master_port $MASTER_PORT examples/ddp_bert.py --steps 8 --batch 8'
+step "launcher gaudi_spawn (torchrun)" "DDP plain OK world=2" 300 bash -c 'python examples/gaudi_spawn.py --world_size 2 --master_port $MASTER_PORT tests/dist/ddp_bert_worker.py --modes plain'
 step "killed rank -> exception x3" "FAULT CHECK OK" 200 env FAULT_TIMEOUT_S=10 python tests/dist/fault_check.py 3
 if [ $quick = 0 ]; then
   step "collectives mpirun x4" "COLLECTIVES OK world=4" 300 "${MPI[@]}" -x MASTER_PORT python tests/dist/collectives_worker.py
   step "ddp bert mpirun x4" "DDP hook OK world=4" 400 "${MPI[@]}" -x MASTER_PORT python tests/dist/ddp_bert_worker.py
   step "ddp bert torchrun x4" "DDP plain OK world=4" 300 bash -c 'trun 4 tests/dist/ddp_bert_worker.py --modes plain,no_sync'
-  step "launcher gaudi_spawn --use_mpi" "RESULT world=2" 300 bash -c 'python examples/gaudi_spawn.py --world_size 2 --use_mpi --master_port $MASTER_PORT examples/ddp_bert.py --steps 8 --batch 8'
+  step "launcher gaudi_spawn --use_mpi" "DDP plain OK world=2" 300 bash -c 'python examples/gaudi_spawn.py --world_size 2 --use_mpi --master_port $MASTER_PORT tests/dist/ddp_bert_worker.py --modes plain'
   if [ "$(id -u)" = 0 ] && command -v ip >/dev/null && ip netns list >/dev/null 2>&1; then
     step "two hosts (netns+veth) 2x2" "TWO HOSTS OK" 400 bash tests/dist/two_hosts.sh 20
   else
