@@ -3,8 +3,11 @@
  *  - float32 / float64: OpenBLAS sgemm / dgemm on the operands in place
  *    (CblasTrans when the operand is stored transposed), copies only for
  *    layouts BLAS cannot describe;
- *  - bfloat16 / float16: operands widened to float32, sgemm, result rounded
- *    once (fp32 accumulation, as PyTorch's CPU);
+ *  - where measured faster (see gemm.c for the rule): our own packed AVX-512
+ *    microkernels -- bf16 with vdpbf16ps, fp16 and bf16 without AVX512_BF16
+ *    widened while packing -- reading any strides in place;
+ *  - otherwise bfloat16 / float16: operands widened to float32, sgemm, result
+ *    rounded once (fp32 accumulation, as PyTorch's CPU);
  *  - integer dtypes: a plain loop accumulating in int64 with wrap-around.
  * in2 (optional) is first copied into out (broadcast and cast), then the
  * GEMM accumulates with beta; beta == 0 ignores in2 entirely (NaNs in it do
@@ -17,6 +20,7 @@
 
 #include "hpu/device.h"
 #include "kernels/cvt.h"
+#include "kernels/gemm.h"
 #include "kernels/kernels.h"
 
 /* A 2-d view: element (i, j) at base + i*rs + j*cs (strides in elements). */
@@ -235,9 +239,29 @@ void hpu_kernel_matmul(const hpu_node_t *node) {
   for (int d = 0; d < out->ndim - 2; d++) nbatch *= out->sizes[d];
   if (m == 0 || n == 0 || nbatch == 0) return;
   int fl = hpu_dtype_is_floating(p.dt);
+  /* Our own kernels where they were measured faster (gemm.c); the batch
+   * views differ only in base, so one choice holds for all batches. */
+  hpu_gemm_t g;
+  int kernel = HPU_GEMM_NONE;
+  if (fl && p.dt != HPU_FLOAT64) {
+    mat_t a = mat_of(A, 0), b = mat_of(B, 0), c = mat_of(out, 0);
+    g.m = m;
+    g.n = n;
+    g.k = k;
+    g.ars = a.rs;
+    g.acs = a.cs;
+    g.brs = b.rs;
+    g.bcs = b.cs;
+    g.crs = c.rs;
+    g.ccs = c.cs;
+    g.dt = p.dt;
+    g.alpha = (float)p.alpha;
+    g.beta = (float)p.beta;
+    kernel = hpu_gemm_choose(&g);
+  }
   size_t es = p.dt == HPU_FLOAT64 ? 8 : 4;
   p.scratch = NULL;
-  if (fl) {
+  if (fl && kernel == HPU_GEMM_NONE) {
     /* Worst case: A, B and C all gathered. */
     p.scratch = malloc((size_t)(m * k + k * n + m * n) * es + 64);
     sync_blas_threads();
@@ -246,6 +270,12 @@ void hpu_kernel_matmul(const hpu_node_t *node) {
     mat_t a = mat_of(A, batch_offset(A, out, bi));
     mat_t b = mat_of(B, batch_offset(B, out, bi));
     mat_t c = mat_of(out, batch_offset(out, out, bi));
+    if (kernel != HPU_GEMM_NONE) {
+      g.a = a.base;
+      g.b = b.base;
+      g.c = c.base;
+      if (hpu_gemm_run(&g, kernel) == 0) continue;
+    }
     if (!fl) gemm_int(&p, &a, &b, &c);
     else if (k == 0 || !p.scratch) gemm_naive(&p, &a, &b, &c); /* host OOM: slow but right */
     else if (p.dt == HPU_FLOAT32 || p.dt == HPU_FLOAT64) gemm_float(&p, &a, &b, &c);

@@ -1,0 +1,47 @@
+/* Our own GEMM microkernels (the "MME" side of the kernel library), used by
+ * HPU_OP_MATMUL (matmul.c) where they beat OpenBLAS:
+ *   C[m, n] = alpha * A[m, k] @ B[k, n] + beta * C     (beta == 0: C not read)
+ * A, B, C are strided 2-d views of one dtype (float32, bfloat16 or float16);
+ * any strides, so transposed operands are read in place by the packing. */
+#ifndef HPU_KERNELS_GEMM_H
+#define HPU_KERNELS_GEMM_H
+
+#include <stdint.h>
+
+#include "hpu/dtype.h"
+
+typedef struct {
+  int64_t m, n, k;
+  const void *a;
+  int64_t ars, acs; /* strides in elements */
+  const void *b;
+  int64_t brs, bcs;
+  void *c;
+  int64_t crs, ccs;
+  hpu_dtype_t dt; /* of a, b and c */
+  float alpha, beta;
+} hpu_gemm_t;
+
+/* Kernels. */
+enum {
+  HPU_GEMM_AUTO = -1,
+  HPU_GEMM_NONE = 0,     /* leave it to matmul.c's BLAS / convert path */
+  HPU_GEMM_F32FMA = 1,   /* AVX-512 FMA on fp32 panels (packing widens bf16/fp16) */
+  HPU_GEMM_BF16DOT = 2,  /* AVX512_BF16 vdpbf16ps on bf16 pair panels, fp32 accumulation */
+};
+
+/* Which kernel hpu_gemm would use for g (HPU_GEMM_NONE: caller's path). */
+int hpu_gemm_choose(const hpu_gemm_t *g);
+
+/* Runs g with kernel `kernel` (from hpu_gemm_choose); multithreaded over the
+ * kernel pool. Returns 0 on success, -1 if out of host memory (nothing written). */
+int hpu_gemm_run(const hpu_gemm_t *g, int kernel);
+
+/* Testing: force a kernel for every call (HPU_GEMM_AUTO restores the
+ * measured rule); a kernel the CPU lacks is ignored. Returns the old value. */
+int hpu_gemm_force(int kernel);
+
+/* Does this CPU (and the ISA cap, hpu_kernels_isa) allow AVX512_BF16? */
+int hpu_gemm_have_bf16dot(void);
+
+#endif

@@ -1,0 +1,289 @@
+/* GEMM microkernels (kernels/gemm.c) through HPU_OP_MATMUL: every kernel
+ * (forced) against a double-precision loop, on the block edges (m, n, k not
+ * multiples of the 12 x 32 tile, k = 1, odd k, large k), transposed and
+ * strided operands, batches with a broadcast operand, alpha/beta/bias, a
+ * transposed output, one and two threads. */
+#include <CUnit/Basic.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hpu/hpu.h"
+#include "kernels/gemm.h"
+#include "kernels/kernels.h"
+
+static hpu_tensor_t T(void *data, hpu_dtype_t dt, int ndim, const int64_t *sizes) {
+  hpu_tensor_t t;
+  CU_ASSERT_EQUAL_FATAL(hpu_tensor_init_contiguous(&t, data, dt, ndim, sizes), 0);
+  return t;
+}
+
+static hpu_status_t run(const hpu_node_t *n) {
+  hpu_status_t st = hpu_node_validate(n);
+  if (st != HPU_SUCCESS) return st;
+  return hpu_node_execute(n);
+}
+
+static void setf(void *base, hpu_dtype_t dt, int64_t i, float v) {
+  if (dt == HPU_FLOAT32) ((float *)base)[i] = v;
+  else if (dt == HPU_BFLOAT16) ((uint16_t *)base)[i] = hpu_float_to_bf16(v);
+  else ((uint16_t *)base)[i] = hpu_float_to_half(v);
+}
+
+static double getf(const void *base, hpu_dtype_t dt, int64_t i) {
+  if (dt == HPU_FLOAT32) return ((const float *)base)[i];
+  if (dt == HPU_BFLOAT16) return hpu_bf16_to_float(((const uint16_t *)base)[i]);
+  return hpu_half_to_float(((const uint16_t *)base)[i]);
+}
+
+static uint32_t rng_state = 12345;
+static float rnd(int ints) {
+  rng_state = rng_state * 1664525u + 1013904223u;
+  if (ints) return (float)((int)(rng_state >> 29) - 4); /* -4..3: exact in every dtype */
+  return (float)((rng_state >> 8) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
+}
+
+typedef struct {
+  int bt;            /* batch size of out and A (B is 2-d: broadcast) */
+  int m, n, k;
+  int ta, tb;        /* operand stored transposed */
+  int astep;         /* A's inner stride multiplier (2: every other element) */
+  int tc;            /* output stored transposed */
+  int bias;          /* 0: none, 1: full [m, n] in2, 2: row vector [n] broadcast */
+  float alpha, beta;
+} mm_case_t;
+
+static int case_fails = 0;
+
+/* Runs one case on `dt` with ints (exact) or random floats. */
+static void check(const mm_case_t *c, hpu_dtype_t dt, int ints) {
+  int64_t es = (int64_t)hpu_dtype_size(dt);
+  int64_t M = c->m, N = c->n, K = c->k, BT = c->bt, st = c->astep;
+  /* A storage: [BT][M][K*st] or transposed [BT][K][M*st] */
+  int64_t alen = BT * M * K * st;
+  char *A = calloc((size_t)alen + 1, (size_t)es), *B = calloc((size_t)(K * N) + 1, (size_t)es);
+  char *Cb = calloc((size_t)(M * N) + 1, (size_t)es), *O = calloc((size_t)(BT * M * N) + 1, (size_t)es);
+  for (int64_t i = 0; i < alen; i++) setf(A, dt, i, rnd(ints));
+  for (int64_t i = 0; i < K * N; i++) setf(B, dt, i, rnd(ints));
+  for (int64_t i = 0; i < M * N; i++) setf(Cb, dt, i, rnd(ints));
+  for (int64_t i = 0; i < BT * M * N; i++) setf(O, dt, i, NAN); /* must all be written */
+
+  int64_t as[3] = {BT, M, K};
+  hpu_tensor_t ta = T(A, dt, 3, as);
+  if (c->ta) {
+    ta.strides[1] = st;
+    ta.strides[2] = M * st;
+  } else {
+    ta.strides[1] = K * st;
+    ta.strides[2] = st;
+  }
+  int64_t bs[2] = {K, N};
+  hpu_tensor_t tb = T(B, dt, 2, bs);
+  if (c->tb) {
+    tb.strides[0] = 1;
+    tb.strides[1] = K;
+  }
+  int64_t os[3] = {BT, M, N};
+  hpu_tensor_t to = T(O, dt, 3, os);
+  if (c->tc) {
+    to.strides[1] = 1;
+    to.strides[2] = M;
+  }
+  hpu_tensor_t tcb;
+  if (c->bias == 2) {
+    int64_t n1 = N;
+    tcb = T(Cb, dt, 1, &n1);
+  } else {
+    int64_t cs[2] = {M, N};
+    tcb = T(Cb, dt, 2, cs);
+  }
+  hpu_node_t nd;
+  memset(&nd, 0, sizeof nd);
+  nd.op = HPU_OP_MATMUL;
+  nd.compute_dtype = dt;
+  nd.num_inputs = c->bias ? 3 : 2;
+  nd.num_outputs = 1;
+  nd.inputs[0] = ta;
+  nd.inputs[1] = tb;
+  nd.inputs[2] = tcb;
+  nd.outputs[0] = to;
+  nd.params.matmul.alpha = hpu_scalar_float(c->alpha);
+  nd.params.matmul.beta = hpu_scalar_float(c->beta);
+  CU_ASSERT_EQUAL_FATAL(run(&nd), HPU_SUCCESS);
+
+  double eps = dt == HPU_FLOAT32 ? 1.2e-7 : dt == HPU_BFLOAT16 ? 3.9e-3 : 4.9e-4;
+  int bad = 0;
+  for (int64_t b = 0; b < BT; b++)
+    for (int64_t i = 0; i < M; i++)
+      for (int64_t j = 0; j < N; j++) {
+        double acc = 0, mag = 0;
+        for (int64_t l = 0; l < K; l++) {
+          double x = getf(A, dt, b * ta.strides[0] + i * ta.strides[1] + l * ta.strides[2]);
+          double y = getf(B, dt, l * tb.strides[0] + j * tb.strides[1]);
+          acc += x * y;
+          mag += fabs(x * y);
+        }
+        double want = c->alpha * acc;
+        mag *= fabs(c->alpha);
+        if (c->bias && c->beta != 0) {
+          double cv = getf(Cb, dt, c->bias == 2 ? j : i * N + j);
+          want += c->beta * cv;
+          mag += fabs(c->beta * cv);
+        }
+        double got = getf(O, dt, b * to.strides[0] + i * to.strides[1] + j * to.strides[2]);
+        /* ints: exact in fp32 accumulation, then one rounding of the result */
+        double tol = ints ? eps * fabs(want) : eps * fabs(want) + 1.2e-7 * (double)(K + 2) * mag + (dt == HPU_FLOAT16 ? 6e-8 : 1e-30);
+        if (!(fabs(got - want) <= tol)) {
+          if (bad++ < 3)
+            printf("\n  %s %s bt=%d m=%d n=%d k=%d ta=%d tb=%d st=%d tc=%d bias=%d [%ld,%ld,%ld]: "
+                   "%.9g want %.9g",
+                   hpu_dtype_name(dt), ints ? "int" : "rnd", c->bt, c->m, c->n, c->k, c->ta, c->tb,
+                   c->astep, c->tc, c->bias, (long)b, (long)i, (long)j, got, want);
+        }
+      }
+  if (bad) case_fails++;
+  CU_ASSERT_EQUAL(bad, 0);
+  free(A);
+  free(B);
+  free(Cb);
+  free(O);
+}
+
+static const int shapes[][3] = {
+    {1, 1, 1},    {1, 37, 1},  {13, 33, 1},   {12, 32, 16},  {13, 33, 17},  {11, 31, 2},
+    {24, 64, 3},  {5, 700, 3}, {700, 5, 9},   {25, 67, 600}, {130, 130, 130}, {200, 70, 513},
+    {1, 300, 64}, {300, 1, 64}, {2, 3, 1100}, {97, 45, 255},
+};
+
+static void run_all(int kernel, hpu_dtype_t dt) {
+  int old = hpu_gemm_force(kernel);
+  int nshape = (int)(sizeof shapes / sizeof shapes[0]);
+  case_fails = 0;
+  for (int s = 0; s < nshape; s++)
+    for (int v = 0; v < 8; v++) {
+      mm_case_t c = {1, shapes[s][0], shapes[s][1], shapes[s][2], v & 1, (v >> 1) & 1, 1, 0, 0, 1.0f, 0.0f};
+      if (v >= 4) { /* batched, bias, alpha, beta, strided A, transposed out */
+        c.bt = 3;
+        c.bias = 1 + (v & 1);
+        c.alpha = 2.0f;
+        c.beta = v == 6 ? 0.0f : 0.5f;
+        c.astep = v == 5 ? 2 : 1;
+        c.tc = v == 7;
+        c.ta = v == 6;
+        c.tb = v >= 6;
+      }
+      check(&c, dt, 1);
+      check(&c, dt, 0);
+      if (case_fails > 4) break;
+    }
+  hpu_gemm_force(old);
+}
+
+static void run_threads(int kernel, hpu_dtype_t dt) {
+  int saved = hpu_get_num_threads();
+  hpu_set_num_threads(2);
+  run_all(kernel, dt);
+  hpu_set_num_threads(1);
+  run_all(kernel, dt);
+  hpu_set_num_threads(saved);
+}
+
+static void test_auto_f32(void) { run_threads(HPU_GEMM_AUTO, HPU_FLOAT32); }
+static void test_auto_bf16(void) { run_threads(HPU_GEMM_AUTO, HPU_BFLOAT16); }
+static void test_auto_f16(void) { run_threads(HPU_GEMM_AUTO, HPU_FLOAT16); }
+static void test_fma_f32(void) { run_threads(HPU_GEMM_F32FMA, HPU_FLOAT32); }
+static void test_fma_bf16(void) { run_threads(HPU_GEMM_F32FMA, HPU_BFLOAT16); }
+static void test_dot_bf16(void) {
+  if (!hpu_gemm_have_bf16dot()) printf("(no AVX512_BF16: F32FMA instead) ");
+  run_threads(HPU_GEMM_BF16DOT, HPU_BFLOAT16);
+}
+static void test_old_path(void) {
+  run_threads(HPU_GEMM_NONE, HPU_FLOAT32);
+  run_threads(HPU_GEMM_NONE, HPU_BFLOAT16);
+}
+
+/* Rounding of the result happens once: bf16 output of a sum that is exact in
+ * fp32 but not in bf16 (1 + 2^-9 + 2^-9 ... rounds to 1 only at the end). */
+static void test_round_once(void) {
+  enum { K = 64 };
+  uint16_t A[K], B[K], O[1];
+  for (int i = 0; i < K; i++) {
+    A[i] = hpu_float_to_bf16(i == 0 ? 1.0f : 1.0f / 512);
+    B[i] = hpu_float_to_bf16(1.0f);
+  }
+  int kernels[] = {HPU_GEMM_AUTO, HPU_GEMM_F32FMA, HPU_GEMM_BF16DOT};
+  for (int kk = 0; kk < 3; kk++) {
+    int old = hpu_gemm_force(kernels[kk]);
+    int64_t as[2] = {1, K}, bs[2] = {K, 1}, os[2] = {1, 1};
+    hpu_node_t nd;
+    memset(&nd, 0, sizeof nd);
+    nd.op = HPU_OP_MATMUL;
+    nd.compute_dtype = HPU_BFLOAT16;
+    nd.num_inputs = 2;
+    nd.num_outputs = 1;
+    nd.inputs[0] = T(A, HPU_BFLOAT16, 2, as);
+    nd.inputs[1] = T(B, HPU_BFLOAT16, 2, bs);
+    nd.outputs[0] = T(O, HPU_BFLOAT16, 2, os);
+    nd.params.matmul.alpha = hpu_scalar_float(1);
+    CU_ASSERT_EQUAL_FATAL(run(&nd), HPU_SUCCESS);
+    /* 1 + 63/512 = 1.123046875 -> bf16 1.125 */
+    CU_ASSERT_EQUAL(hpu_bf16_to_float(O[0]), 1.125f);
+    hpu_gemm_force(old);
+  }
+}
+
+/* beta == 0 ignores NaN in in2; NaN and Inf in operands propagate. */
+static void test_nan_inf(void) {
+  int kernels[] = {HPU_GEMM_F32FMA, HPU_GEMM_BF16DOT};
+  for (int kk = 0; kk < 2; kk++) {
+    int old = hpu_gemm_force(kernels[kk]);
+    uint16_t A[4 * 4], B[4 * 4], C[4 * 4], O[4 * 4];
+    for (int i = 0; i < 16; i++) {
+      A[i] = hpu_float_to_bf16(1);
+      B[i] = hpu_float_to_bf16(1);
+      C[i] = hpu_float_to_bf16(NAN);
+    }
+    A[0] = hpu_float_to_bf16(INFINITY);
+    A[4] = hpu_float_to_bf16(NAN);
+    int64_t s[2] = {4, 4};
+    hpu_node_t nd;
+    memset(&nd, 0, sizeof nd);
+    nd.op = HPU_OP_MATMUL;
+    nd.compute_dtype = HPU_BFLOAT16;
+    nd.num_inputs = 3;
+    nd.num_outputs = 1;
+    nd.inputs[0] = T(A, HPU_BFLOAT16, 2, s);
+    nd.inputs[1] = T(B, HPU_BFLOAT16, 2, s);
+    nd.inputs[2] = T(C, HPU_BFLOAT16, 2, s);
+    nd.outputs[0] = T(O, HPU_BFLOAT16, 2, s);
+    nd.params.matmul.alpha = hpu_scalar_float(1);
+    nd.params.matmul.beta = hpu_scalar_float(0);
+    CU_ASSERT_EQUAL_FATAL(run(&nd), HPU_SUCCESS);
+    CU_ASSERT(isinf(hpu_bf16_to_float(O[0])));
+    CU_ASSERT(isnan(hpu_bf16_to_float(O[4])));
+    CU_ASSERT_EQUAL(hpu_bf16_to_float(O[8]), 4.0f);
+    CU_ASSERT_EQUAL(hpu_bf16_to_float(O[15]), 4.0f);
+    hpu_gemm_force(old);
+  }
+}
+
+int main(void) {
+  if (CU_initialize_registry() != CUE_SUCCESS) return 1;
+  CU_pSuite s = CU_add_suite("gemm", NULL, NULL);
+  CU_add_test(s, "auto float32", test_auto_f32);
+  CU_add_test(s, "auto bfloat16", test_auto_bf16);
+  CU_add_test(s, "auto float16", test_auto_f16);
+  CU_add_test(s, "f32 fma float32", test_fma_f32);
+  CU_add_test(s, "f32 fma bfloat16", test_fma_bf16);
+  CU_add_test(s, "bf16 dot bfloat16", test_dot_bf16);
+  CU_add_test(s, "blas/convert path", test_old_path);
+  CU_add_test(s, "round once", test_round_once);
+  CU_add_test(s, "nan/inf", test_nan_inf);
+  CU_basic_set_mode(CU_BRM_VERBOSE);
+  CU_basic_run_tests();
+  unsigned failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
+  CU_cleanup_registry();
+  return failed ? 1 : 0;
+}
