@@ -1,0 +1,175 @@
+// Ops built from other native hpu ops (no node of their own): isin and
+// isneginf / isposinf, which transformers calls in generation (stopping
+// criteria, pad-token checks) and in attention masking (_safe_softmax);
+// nonzero and masked_select (boolean-mask indexing). isin and isneginf stay
+// on the card: no CPU round trip, no host read, so they record like any
+// other op in lazy mode. nonzero and masked_select read one count on the
+// host to size their output, as on CUDA (a flush in lazy mode).
+#include <ATen/native/Resize.h>
+#include <torch/library.h>
+
+#include <cmath>
+#include <limits>
+
+#include "hpu_common.h"
+#include "hpu_ops.h"
+
+namespace habana_torch {
+namespace {
+
+// isin by comparing every element with every test element: elements [..., 1]
+// == test [m], any over the last dim. O(n * m) work and memory, best when m
+// is small (the usual case: a few eos / pad token ids).
+at::Tensor isin_compare(const at::Tensor& elements, const at::Tensor& test) {
+  return elements.unsqueeze(-1).eq(test.reshape({-1})).any(-1);
+}
+
+// isin in O(N log N) for N = n + m, without unique (which has no hpu kernel):
+// sort test ++ elements, number the runs of equal values, count the test
+// entries in each run (index_add), and an element is in the test set when
+// its run has a test entry. NaN != NaN, so NaN never matches, as on the CPU.
+at::Tensor isin_sorting(const at::Tensor& elements, const at::Tensor& test, at::ScalarType common) {
+  // (isin's meta function has already refused bool and complex.)
+  at::Tensor t = test.reshape({-1}).to(common);
+  at::Tensor e = elements.reshape({-1}).to(common);
+  const int64_t m = t.numel();
+  at::Tensor all = at::cat({t, e});
+  const int64_t n_all = all.numel();
+  auto sorted = at::sort(all, /*stable=*/true, /*dim=*/0, /*descending=*/false);
+  const at::Tensor& values = std::get<0>(sorted);
+  const at::Tensor& order = std::get<1>(sorted);
+  at::Tensor run_start = at::cat({at::ones({1}, values.options().dtype(at::kBool)),
+                                  values.slice(0, 1).ne(values.slice(0, 0, n_all - 1))});
+  at::Tensor run_id = run_start.cumsum(0, at::kLong).sub_(1);
+  at::Tensor from_test = order.lt(m).to(at::kLong);
+  at::Tensor per_run = at::zeros({n_all}, values.options().dtype(at::kLong)).index_add_(0, run_id, from_test);
+  at::Tensor hit_sorted = per_run.index_select(0, run_id).gt(0);
+  at::Tensor hit = at::empty({n_all}, values.options().dtype(at::kBool)).scatter_(0, order, hit_sorted);
+  return hit.slice(0, m).view(elements.sizes());
+}
+
+at::Tensor& isin_tt_out(const at::Tensor& elements, const at::Tensor& test_elements, bool assume_unique,
+                        bool invert, at::Tensor& out) {
+  // As the CPU kernel: test elements may be a CPU scalar next to hpu elements.
+  at::Tensor test = on_device(test_elements, elements);
+  check_same_device("isin", {&elements, &test, &out});
+  at::ScalarType common = at::result_type(elements, test_elements);
+  check_hpu_dtype(common, "isin");
+  TORCH_CHECK(out.scalar_type() == at::kBool, "isin: expected a bool output, got ", out.scalar_type());
+  at::native::resize_output(out, elements.sizes());
+  if (elements.numel() == 0) return out;
+  at::Tensor result;
+  if (test.numel() == 0) {
+    result = at::zeros(elements.sizes(), elements.options().dtype(at::kBool));
+  } else if (static_cast<double>(test.numel()) <
+             10.0 * std::pow(static_cast<double>(elements.numel()), 0.145)) {
+    // PyTorch's own threshold between its two CPU algorithms.
+    result = isin_compare(elements, test);
+  } else {
+    result = isin_sorting(elements, test, common);
+  }
+  if (invert) result = result.logical_not();
+  out.copy_(result);
+  return out;
+}
+
+at::Tensor& isin_ts_out(const at::Tensor& elements, const c10::Scalar& test_element, bool assume_unique,
+                        bool invert, at::Tensor& out) {
+  check_same_device("isin", {&elements, &out});
+  TORCH_CHECK(out.scalar_type() == at::kBool, "isin: expected a bool output, got ", out.scalar_type());
+  at::native::resize_output(out, elements.sizes());
+  if (elements.numel() == 0) return out;
+  return invert ? at::ne_out(out, elements, test_element) : at::eq_out(out, elements, test_element);
+}
+
+at::Tensor& isin_st_out(const c10::Scalar& element, const at::Tensor& test_elements, bool assume_unique,
+                        bool invert, at::Tensor& out) {
+  at::Tensor e = at::scalar_tensor(element, test_elements.options().dtype(at::result_type(test_elements, element)));
+  return isin_tt_out(e, test_elements, assume_unique, invert, out);
+}
+
+template <bool Negative>
+at::Tensor& isinf_signed_out(const at::Tensor& self, at::Tensor& out) {
+  const char* name = Negative ? "isneginf" : "isposinf";
+  TORCH_CHECK(!self.is_complex(), name, " does not support complex inputs.");
+  TORCH_CHECK(out.scalar_type() == at::kBool, name, " does not support non-boolean outputs.");
+  check_same_device(name, {&self, &out});
+  at::native::resize_output(out, self.sizes());
+  if (out.numel() == 0) return out;
+  if (at::isFloatingType(self.scalar_type())) {
+    const double inf = std::numeric_limits<double>::infinity();
+    at::eq_out(out, self, Negative ? -inf : inf);
+  } else {
+    out.fill_(false);  // integers and bool are never infinite
+  }
+  return out;
+}
+
+// Flat positions (int64, ascending) of the nonzero elements of `self`, and
+// their count, read on the host. A stable sort on "is zero" puts the
+// nonzero positions first in their original order.
+at::Tensor nonzero_flat(const at::Tensor& self) {
+  at::Tensor is_zero = self.reshape({-1}).eq(0).to(at::kLong);
+  const int64_t n = is_zero.numel() - (is_zero.numel() ? is_zero.sum().item<int64_t>() : 0);
+  if (n == 0) return at::empty({0}, self.options().dtype(at::kLong));
+  auto sorted = at::sort(is_zero, /*stable=*/true, /*dim=*/0, /*descending=*/false);
+  return std::get<1>(sorted).slice(0, 0, n);
+}
+
+at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& out) {
+  check_hpu_dtype(self.scalar_type(), "nonzero");
+  check_same_device("nonzero", {&self, &out});
+  TORCH_CHECK(out.scalar_type() == at::kLong, "nonzero: Expected out tensor to have scalar type Long but got ",
+              out.scalar_type());
+  at::Tensor flat = nonzero_flat(self);
+  const int64_t n = flat.numel(), ndim = self.dim();
+  at::native::resize_output(out, {n, ndim});
+  if (n == 0 || ndim == 0) return out;
+  // Flat position -> coordinates: (flat // stride_d) % size_d, contiguous strides.
+  int64_t stride = 1;
+  for (int64_t d = ndim - 1; d >= 0; d--) {
+    out.select(1, d).copy_(at::div(flat, stride, "floor").remainder_(self.size(d)));
+    stride *= self.size(d);
+  }
+  return out;
+}
+
+at::Tensor nonzero(const at::Tensor& self) {
+  at::Tensor out = at::empty({0}, self.options().dtype(at::kLong));
+  nonzero_out(self, out);
+  return out;
+}
+
+at::Tensor& masked_select_out(const at::Tensor& self, const at::Tensor& mask, at::Tensor& out) {
+  check_same_device("masked_select", {&self, &mask, &out});
+  TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_select: expected BoolTensor for mask");
+  TORCH_CHECK(out.scalar_type() == self.scalar_type(), "masked_select(): self and result must have the same scalar type");
+  auto shape = at::infer_size(self.sizes(), mask.sizes());
+  at::Tensor positions = nonzero_flat(mask.expand(shape));
+  at::native::resize_output(out, {positions.numel()});
+  if (positions.numel() == 0) return out;
+  out.copy_(self.expand(shape).reshape({-1}).index_select(0, positions));
+  return out;
+}
+
+at::Tensor masked_select(const at::Tensor& self, const at::Tensor& mask) {
+  at::Tensor out = at::empty({0}, self.options());
+  masked_select_out(self, mask, out);
+  return out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, HPU, m) {
+  m.impl("isin.Tensor_Tensor_out", TORCH_FN(isin_tt_out));
+  m.impl("isin.Tensor_Scalar_out", TORCH_FN(isin_ts_out));
+  m.impl("isin.Scalar_Tensor_out", TORCH_FN(isin_st_out));
+  m.impl("isneginf.out", TORCH_FN(isinf_signed_out<true>));
+  m.impl("isposinf.out", TORCH_FN(isinf_signed_out<false>));
+  m.impl("nonzero", TORCH_FN(nonzero));
+  m.impl("nonzero.out", TORCH_FN(nonzero_out));
+  m.impl("masked_select", TORCH_FN(masked_select));
+  m.impl("masked_select.out", TORCH_FN(masked_select_out));
+}
+
+}  // namespace habana_torch

@@ -1,0 +1,89 @@
+"""Ops composed of other hpu ops (backend/hpu_ops_extra.cpp): isin,
+isneginf / isposinf, nonzero, masked_select. Same results as on the CPU, in
+eager and lazy mode, with no CPU fallback."""
+import pytest
+import torch
+
+import habana_torch.core as htcore
+
+
+@pytest.fixture(params=["eager", "lazy"])
+def mode(request, fallback_counts):
+    was = htcore.is_lazy()
+    htcore._set_lazy_mode(request.param == "lazy")
+    yield
+    htcore.mark_step()
+    htcore._set_lazy_mode(was)
+    assert fallback_counts() == {}
+
+
+@pytest.mark.parametrize("n,m,dtype", [
+    (50, 3, torch.long),      # few test elements: compare all pairs
+    (1000, 200, torch.long),  # many: the sorting algorithm
+    (1000, 300, torch.float),
+    (37, 1000, torch.int32),
+    (0, 5, torch.long),
+    (10, 0, torch.long),
+])
+def test_isin(n, m, dtype, mode):
+    g = torch.Generator().manual_seed(n + m)
+    e = torch.randint(0, 60, (n,), generator=g).to(dtype)
+    t = torch.randint(0, 60, (m,), generator=g).to(dtype)
+    if dtype.is_floating_point:
+        e[::7], t[::5] = float("nan"), float("nan")  # NaN is never in the set
+        e[1], t[0] = -0.0, 0.0
+    if n % 2 == 0:
+        e = e.reshape(-1, 2)
+    for invert in (False, True):
+        for assume_unique in (False, True):
+            r = torch.isin(e.to("hpu"), t.to("hpu"), invert=invert, assume_unique=assume_unique)
+            assert r.device.type == "hpu"
+            assert torch.equal(r.cpu(), torch.isin(e, t, invert=invert)), (invert, assume_unique)
+
+
+def test_isin_scalars_and_promotion(mode):
+    x = torch.tensor([[1, 2], [3, 4]])
+    h = x.to("hpu")
+    assert torch.equal(torch.isin(h, 3).cpu(), torch.isin(x, 3))
+    assert torch.equal(torch.isin(h, 3, invert=True).cpu(), torch.isin(x, 3, invert=True))
+    assert torch.equal(torch.isin(3, h).cpu(), torch.isin(3, x))
+    assert torch.equal(torch.isin(h, torch.tensor(3)).cpu(), torch.isin(x, torch.tensor(3)))  # CPU scalar
+    f = torch.tensor([2.0, 4.5])
+    assert torch.equal(torch.isin(h, f.to("hpu")).cpu(), torch.isin(x, f))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64, torch.long])
+def test_isneginf_isposinf(dtype, mode):
+    x = torch.tensor([1.0, -float("inf"), float("inf"), float("nan"), 0.0, -3.0]).to(dtype)
+    h = x.to("hpu")
+    assert torch.equal(torch.isneginf(h).cpu(), torch.isneginf(x))
+    assert torch.equal(torch.isposinf(h).cpu(), torch.isposinf(x))
+    out = torch.empty(0, dtype=torch.bool, device="hpu")
+    torch.isneginf(h, out=out)
+    assert torch.equal(out.cpu(), torch.isneginf(x))
+
+
+@pytest.mark.parametrize("shape", [(7,), (3, 4), (2, 3, 5), (), (0, 3), (4, 0)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bool, torch.long, torch.bfloat16])
+def test_nonzero(shape, dtype, mode):
+    g = torch.Generator().manual_seed(len(shape))
+    x = torch.randn(shape, generator=g).relu().to(dtype)
+    if dtype == torch.float32 and x.numel():
+        x.view(-1)[0] = float("nan")  # NaN is nonzero
+    h = x.to("hpu")
+    r = h.nonzero()
+    assert r.device.type == "hpu"
+    assert torch.equal(r.cpu(), x.nonzero())
+    out = torch.empty(0, dtype=torch.long, device="hpu")
+    torch.nonzero(h, out=out)
+    assert torch.equal(out.cpu(), x.nonzero())
+
+
+def test_masked_select_and_bool_indexing(mode):
+    x = torch.randn(3, 4, generator=torch.Generator().manual_seed(3))
+    h = x.to("hpu")
+    for mask in (x > 0, torch.tensor([True, False, True, True]), torch.zeros(4, dtype=torch.bool)):
+        assert torch.equal(torch.masked_select(h, mask.to("hpu")).cpu(), torch.masked_select(x, mask))
+    assert torch.equal(h[h > 0].cpu(), x[x > 0])
+    h[h > 0] = 0
+    assert torch.equal(h.cpu(), x.clamp(max=0))
