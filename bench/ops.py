@@ -1,0 +1,536 @@
+"""Kernel library benchmark (issue 3): hpu against torch on the CPU, same process.
+
+Every case runs both sides interleaved (warm-up, then cpu/hpu/cpu/hpu ...),
+takes the best of N repetitions of each side (least disturbed by other load on
+a shared machine; the median is printed too), and checks the hpu result
+against the CPU result once (torch.testing.assert_close) so that a fast wrong
+kernel cannot pass. Both sides use the same thread count
+(torch.set_num_threads also sizes the hpu kernel pool). hpu timings end with
+torch.hpu.synchronize(), so they include the queued work.
+
+"speed" below is t_cpu / t_hpu (> 1: the hpu is faster). Targets:
+  matmul fp32/bf16, 256..2048 + a transposed operand: speed >= 1.0 (= GFLOP/s ratio)
+  elementwise, softmax, layer_norm, gelu, sum/mean(-1), 1M..64M elems: speed >= 1.0
+  per-op host overhead (loop of tiny adds, one synchronize): hpu/cpu time <= 1.5
+  BERT training step, GPT2 greedy generation: hpu/cpu time <= 1.0
+
+    python bench/ops.py [--quick] [--groups matmul,pointwise,nn,overhead,bert,gpt2]
+                        [--reps N] [--threads 2] [--json out.json] [--plot out.png]
+"""
+import argparse
+import copy
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+
+import habana_torch  # noqa: F401
+import habana_torch.core as htcore
+
+ALL_GROUPS = ("matmul", "pointwise", "nn", "overhead", "bert", "gpt2")
+
+
+# ----------------------------------------------------------------------------
+# machine
+
+CLOCK_PROBE_C = r"""
+#include <immintrin.h>
+#include <stdio.h>
+#include <time.h>
+static double now(void){struct timespec t;clock_gettime(CLOCK_MONOTONIC,&t);return t.tv_sec+t.tv_nsec*1e-9;}
+/* 12 independent FMA chains: enough to cover 2 pipes x 4-cycle latency. */
+__attribute__((target("avx512f"))) static double fp32(long n){
+  __m512 a[12]; __m512 x=_mm512_set1_ps(1.0000001f), y=_mm512_set1_ps(0.999999f);
+  for(int i=0;i<12;i++) a[i]=_mm512_set1_ps((float)i);
+  double t=now();
+  for(long k=0;k<n;k++) for(int i=0;i<12;i++) a[i]=_mm512_fmadd_ps(a[i],x,y);
+  t=now()-t; float s=0; for(int i=0;i<12;i++) s+=_mm512_reduce_add_ps(a[i]);
+  if(s==1.2345f) puts("");
+  return n*12.0*16*2/t/1e9;
+}
+/* best of many short trials: on a shared machine some run unpreempted */
+int main(void){ double f=0; for(int r=0;r<60;r++){double v=fp32(500000); if(v>f)f=v;}
+  printf("%.3f\n",f); return 0;}
+"""
+
+
+def measured_fp32_core_gflops():
+    """One core's AVX-512 FMA rate from a 12-chain vfmadd231ps loop (compiled
+    with cc on the spot; None if there is no compiler or no avx512f)."""
+    import tempfile
+    try:
+        with tempfile.TemporaryDirectory() as d:
+            src, exe = os.path.join(d, "p.c"), os.path.join(d, "p")
+            open(src, "w").write(CLOCK_PROBE_C)
+            subprocess.run(["cc", "-O3", "-funroll-loops", "-o", exe, src], check=True, capture_output=True)
+            return float(subprocess.run([exe], check=True, capture_output=True, text=True).stdout)
+    except (OSError, subprocess.CalledProcessError, ValueError):
+        return None
+
+
+def cpu_info():
+    """Model, flags, clock and the fp32/bf16 peak the matmul rows are measured against.
+
+    peak_fp32 = FMA units x fp32 lanes x 2 flops/FMA x GHz x threads used.
+    Assumed: 2 FMA pipes per core (Zen 4/5, Skylake-SP and later server parts);
+    lanes 16 with avx512f, else 8 with fma/avx2, else 4. GHz: /proc/cpuinfo
+    "cpu MHz" is only the base clock a VM reports, so the effective clock is
+    measured as (one core's vfmadd rate) / (2 x 16 x 2) and that clock is
+    assumed for every thread (all-core boost = one-core boost). bf16 peak =
+    2x fp32 when avx512_bf16 is present (VDPBF16PS: two bf16 products per
+    fp32 lane per instruction)."""
+    text = open("/proc/cpuinfo").read()
+    model = re.search(r"model name\s*:\s*(.*)", text)
+    mhz = re.search(r"cpu MHz\s*:\s*([\d.]+)", text)
+    flags = set(re.search(r"flags\s*:\s*(.*)", text).group(1).split())
+    ghz_nominal = float(mhz.group(1)) / 1000 if mhz else float("nan")
+    lanes = 16 if "avx512f" in flags else 8 if "fma" in flags else 4
+    core = measured_fp32_core_gflops() if "avx512f" in flags else None
+    ghz = core / (2 * lanes * 2) if core else ghz_nominal
+    threads = torch.get_num_threads()
+    peak = 2 * lanes * 2 * ghz * threads
+    return {
+        "model": model.group(1).strip() if model else "?",
+        "ghz_nominal": ghz_nominal, "ghz": ghz, "ghz_source": "measured FMA rate" if core else "cpu MHz",
+        "lanes": lanes, "threads": threads, "fma_units": 2,
+        "cpus_online": os.cpu_count(),
+        "flags": sorted(f for f in flags if f.startswith("avx512") or f in ("avx2", "fma", "amx_bf16")),
+        "peak_fp32": peak,
+        "peak_bf16": peak * (2 if "avx512_bf16" in flags else 1),
+    }
+
+
+def uptime():
+    try:
+        return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return "?"
+
+
+# ----------------------------------------------------------------------------
+# timing
+
+def sync():
+    torch.hpu.synchronize()
+
+
+def time_pair(cpu_fn, hpu_fn, reps, budget):
+    """Interleaved cpu/hpu runs after one warm-up each. Repetitions grow
+    (up to 20x reps) while the case is cheap, bounded by `budget` seconds."""
+    cpu_fn()
+    hpu_fn()
+    t0 = time.perf_counter()
+    cpu_fn()
+    hpu_fn()
+    once = time.perf_counter() - t0
+    n = max(reps, min(20 * reps, int(budget / max(once, 1e-9))))
+    tc, th = [], []
+    for _ in range(n):
+        t = time.perf_counter()
+        cpu_fn()
+        tc.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        hpu_fn()
+        th.append(time.perf_counter() - t)
+    return tc, th
+
+
+ROWS = []
+
+
+def record(group, case, tc, th, target_speed, target_text, extra="", per=1):
+    """Stores one row; speed = best cpu time / best hpu time."""
+    bc, bh = min(tc) / per, min(th) / per
+    speed = bc / bh
+    row = {
+        "group": group, "case": case,
+        "cpu_s": bc, "hpu_s": bh,
+        "cpu_med_s": statistics.median(tc) / per, "hpu_med_s": statistics.median(th) / per,
+        "n": len(tc), "speed": speed, "target_speed": target_speed, "target": target_text,
+        "pass": speed >= target_speed, "extra": extra,
+    }
+    ROWS.append(row)
+    print_row(row)
+    return row
+
+
+def fmt_t(s):
+    if s >= 1:
+        return f"{s:8.3f} s "
+    if s >= 1e-3:
+        return f"{s * 1e3:8.2f} ms"
+    return f"{s * 1e6:8.2f} us"
+
+
+HEADER = (f"{'group':9s} {'case':34s} {'cpu best':>11s} {'hpu best':>11s} {'cpu med':>11s} "
+          f"{'hpu med':>11s} {'speed':>6s} {'target':>22s} result  notes")
+
+
+def print_row(r):
+    print(f"{r['group']:9s} {r['case']:34s} {fmt_t(r['cpu_s'])} {fmt_t(r['hpu_s'])} "
+          f"{fmt_t(r['cpu_med_s'])} {fmt_t(r['hpu_med_s'])} {r['speed']:6.2f} {r['target']:>22s} "
+          f"{'PASS' if r['pass'] else 'FAIL':6s}  {r['extra']}", flush=True)
+
+
+def check(name, got, want, **tol):
+    try:
+        torch.testing.assert_close(got.cpu() if isinstance(got, torch.Tensor) else got, want, **tol)
+    except AssertionError as e:
+        raise AssertionError(f"{name}: hpu result differs from the CPU result\n{e}") from None
+
+
+# ----------------------------------------------------------------------------
+# groups
+
+def bench_matmul(args, info):
+    sizes = [256, 1024] if args.quick else [256, 512, 1024, 2048]
+    cases = [(n, n, n, False) for n in sizes] + [(1024, 1024, 1024, True)]
+    for dtype in (torch.float32, torch.bfloat16):
+        peak = info["peak_fp32"] if dtype == torch.float32 else info["peak_bf16"]
+        dn = "fp32" if dtype == torch.float32 else "bf16"
+        for m, k, n, trans in cases:
+            g = torch.Generator().manual_seed(m + trans)
+            a = torch.randn(m, k, generator=g).to(dtype)
+            b = torch.randn(n, k, generator=g).to(dtype) if trans else torch.randn(k, n, generator=g).to(dtype)
+            ah, bh = a.to("hpu"), b.to("hpu")
+            if trans:  # the nn.Linear layout: x @ W^T, W stored (out, in)
+                cpu_fn = lambda: a @ b.t()
+                hpu_op = lambda: ah @ bh.t()
+            else:
+                cpu_fn = lambda: a @ b
+                hpu_op = lambda: ah @ bh
+            tol = dict(rtol=1e-4, atol=1e-3) if dtype == torch.float32 else dict(rtol=1.6e-2, atol=1e-2)
+            check(f"matmul {dn} {m}", hpu_op(), cpu_fn(), **tol)
+
+            def hpu_fn():
+                hpu_op()
+                sync()
+
+            tc, th = time_pair(cpu_fn, hpu_fn, args.reps, args.budget)
+            flops = 2 * m * n * k
+            gc, gh = flops / min(tc) / 1e9, flops / min(th) / 1e9
+            case = f"matmul {dn} {m}x{k}x{n}" + (" A@B^T" if trans else "")
+            record("matmul", case, tc, th, 1.0, "GFLOP/s ratio >= 1.0",
+                   f"hpu {gh:6.1f} GFLOP/s ({100 * gh / peak:4.1f}% of peak), cpu {gc:6.1f} ({100 * gc / peak:4.1f}%)")
+
+
+def sizes_elems(args):
+    return [1 << 20, 1 << 24] if args.quick else [1 << 20, 1 << 24, 1 << 26]
+
+
+def size_name(n):
+    return f"{n >> 20}M"
+
+
+def run_unary_cases(group, args, cases):
+    """cases: (name, fn(*tensors), make(n) -> cpu tensors, tol)."""
+    for n in sizes_elems(args):
+        for name, fn, make, tol in cases:
+            xs = make(n)
+            hs = [x.to("hpu") for x in xs]
+            check(f"{name} {size_name(n)}", fn(*hs), fn(*xs), **tol)
+            cpu_fn = lambda: fn(*xs)
+
+            def hpu_fn():
+                fn(*hs)
+                sync()
+
+            tc, th = time_pair(cpu_fn, hpu_fn, args.reps, args.budget)
+            gbs = sum(x.numel() * x.element_size() for x in xs) / min(th) / 1e9
+            record(group, f"{name} {size_name(n)}", tc, th, 1.0, "speed >= 1.0", f"hpu reads {gbs:5.1f} GB/s")
+            del xs, hs
+
+
+def randn2(n, k=2, rows=1024, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(n // rows, rows, generator=g) for _ in range(k)]
+
+
+def bench_pointwise(args, info):
+    def where_inputs(n):
+        a, b = randn2(n)
+        return [a > 0, a, b]
+
+    exact = dict(rtol=0, atol=0)
+    cases = [
+        ("add", lambda a, b: a + b, lambda n: randn2(n), exact),
+        ("mul", lambda a, b: a * b, lambda n: randn2(n), exact),
+        ("exp", torch.exp, lambda n: randn2(n, 1), dict(rtol=2e-6, atol=1e-6)),
+        ("where", torch.where, where_inputs, exact),
+        ("gelu", torch.nn.functional.gelu, lambda n: randn2(n, 1), dict(rtol=1e-5, atol=3e-6)),
+        # Controls: the output preallocated (out=), so neither side pays for a
+        # fresh allocation (torch's CPU allocator maps and faults in large
+        # outputs on every call; the hpu's caching allocator reuses blocks).
+        ("add out=", lambda a, b, c: torch.add(a, b, out=c), lambda n: randn2(n, 3), exact),
+        ("exp out=", lambda a, c: torch.exp(a, out=c), lambda n: randn2(n, 2), dict(rtol=2e-6, atol=1e-6)),
+    ]
+    run_unary_cases("pointwise", args, cases)
+
+
+def bench_nn(args, info):
+    ln_params = {}
+
+    def ln(x):
+        key = (x.device.type, x.shape[-1])
+        if key not in ln_params:
+            g = torch.Generator().manual_seed(3)
+            w, b = torch.randn(x.shape[-1], generator=g), torch.randn(x.shape[-1], generator=g)
+            ln_params[key] = (w.to(x.device), b.to(x.device))
+        w, b = ln_params[key]
+        return torch.nn.functional.layer_norm(x, (x.shape[-1],), w, b)
+
+    red = dict(rtol=1e-4, atol=1e-4)
+    cases = [
+        ("softmax(-1) rows of 1024", lambda x: torch.softmax(x, -1), lambda n: randn2(n, 1), dict(rtol=1e-5, atol=1e-7)),
+        ("layer_norm rows of 1024", ln, lambda n: randn2(n, 1), dict(rtol=1e-4, atol=1e-4)),
+        ("sum(-1) rows of 1024", lambda x: x.sum(-1), lambda n: randn2(n, 1), red),
+        ("mean(-1) rows of 1024", lambda x: x.mean(-1), lambda n: randn2(n, 1), red),
+    ]
+    run_unary_cases("nn", args, cases)
+
+
+def bench_overhead(args, info):
+    """Host cost of launching one tiny op: a loop of adds on 16-element
+    tensors, one synchronize at the end (the hpu work is queued)."""
+    loop = 2000
+    x, y = torch.randn(16), torch.randn(16)
+    xh, yh = x.to("hpu"), y.to("hpu")
+    check("tiny add", xh + yh, x + y, rtol=0, atol=0)
+
+    def cpu_fn():
+        for _ in range(loop):
+            x + y
+
+    def hpu_fn():
+        for _ in range(loop):
+            xh + yh
+        sync()
+
+    tc, th = time_pair(cpu_fn, hpu_fn, args.reps, args.budget)
+    record("overhead", f"tiny add x{loop} (16 elems), per op", tc, th, 1 / 1.5, "hpu/cpu time <= 1.5",
+           f"hpu/cpu time {min(th) / min(tc):.2f}", per=loop)
+
+    # The same with an in-place add (no allocation): the launch path alone.
+    def cpu_fn2():
+        for _ in range(loop):
+            x.add_(y)
+
+    def hpu_fn2():
+        for _ in range(loop):
+            xh.add_(yh)
+        sync()
+
+    tc, th = time_pair(cpu_fn2, hpu_fn2, args.reps, args.budget)
+    record("overhead", f"tiny add_ x{loop} (in place), per op", tc, th, 1 / 1.5, "hpu/cpu time <= 1.5",
+           f"hpu/cpu time {min(th) / min(tc):.2f}", per=loop)
+
+
+def model_pair(rows_fn, args, steps):
+    """Round robin over the variants, each a callable; returns times per variant."""
+    times = {k: [] for k in rows_fn}
+    for i in range(args.model_warmup + steps):
+        for k, fn in rows_fn.items():
+            t = time.perf_counter()
+            fn()
+            if i >= args.model_warmup:
+                times[k].append(time.perf_counter() - t)
+    return times
+
+
+def bench_bert(args, info):
+    import transformers
+    cfg = transformers.BertConfig(hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
+                                  intermediate_size=1024, vocab_size=1000, max_position_embeddings=512,
+                                  num_labels=2)
+    torch.manual_seed(0)
+    base = transformers.BertForSequenceClassification(cfg)
+    batch, seq = 16, 128
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, cfg.vocab_size, (batch, seq), generator=g)
+    labels = torch.randint(0, 2, (batch,), generator=g)
+
+    def make(device, lazy=False):
+        model = copy.deepcopy(base).to(device)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        i, l = ids.to(device), labels.to(device)
+
+        def step():
+            if lazy:
+                htcore._set_lazy_mode(True)
+            loss = model(input_ids=i, labels=l).loss
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if device == "hpu":
+                htcore.mark_step()
+            opt.step()
+            if device == "hpu":
+                htcore.mark_step()
+            out = loss.item()  # waits for the queued work
+            if lazy:
+                htcore._set_lazy_mode(False)
+            return out
+
+        return model, step
+
+    variants = {"cpu": make("cpu"), "hpu": make("hpu")}
+    if args.lazy:
+        variants["hpu lazy"] = make("hpu", lazy=True)
+
+    # Verification: one step with dropout off (eval mode) on every variant,
+    # then the losses, a few gradients and the updated weights must agree.
+    ref_model, ref_step = variants["cpu"]
+    for m, _ in variants.values():
+        m.eval()
+    ref_loss = ref_step()
+    ref_params = dict(ref_model.named_parameters())
+    for name, (m, step) in variants.items():
+        if name == "cpu":
+            continue
+        check(f"bert {name} loss", torch.tensor(step()), torch.tensor(ref_loss), rtol=1e-4, atol=1e-5)
+        for pn, p in m.named_parameters():
+            check(f"bert {name} weight {pn} after AdamW", p.detach(), ref_params[pn].detach(), rtol=1e-4, atol=2e-5)
+        for pn in ("classifier.weight", "bert.encoder.layer.0.attention.self.query.weight",
+                   "bert.embeddings.word_embeddings.weight"):
+            gp = dict(m.named_parameters())[pn].grad
+            if gp is not None:
+                check(f"bert {name} grad {pn}", gp, ref_params[pn].grad, rtol=1e-3, atol=1e-5)
+    for m, _ in variants.values():
+        m.train()
+
+    times = model_pair({k: s for k, (_, s) in variants.items()}, args, args.model_steps)
+    desc = f"BERT train step h256 L4 b{batch}x{seq}"
+    for name in [k for k in variants if k != "cpu"]:
+        record("bert", f"{desc} ({name})", times["cpu"], times[name], 1.0, "hpu/cpu time <= 1.0",
+               f"hpu/cpu time {min(times[name]) / min(times['cpu']):.2f}")
+
+
+def bench_gpt2(args, info):
+    import transformers
+    cfg = transformers.GPT2Config(n_embd=256, n_layer=4, n_head=4, vocab_size=1000, n_positions=256,
+                                  bos_token_id=0, eos_token_id=0)
+    torch.manual_seed(0)
+    base = transformers.GPT2LMHeadModel(cfg).eval()
+    prompt = torch.randint(0, cfg.vocab_size, (1, 32), generator=torch.Generator().manual_seed(2))
+    new = 32
+    models = {"cpu": base, "hpu": copy.deepcopy(base).to("hpu")}
+
+    def gen(device):
+        m = models[device]
+        p = prompt.to(device)
+
+        def run():
+            with torch.no_grad():
+                out = m.generate(p, attention_mask=torch.ones_like(p), max_new_tokens=new,
+                                 min_new_tokens=new, do_sample=False, use_cache=True, pad_token_id=0)
+            return out.cpu()  # waits for the queued work
+
+        return run
+
+    runs = {d: gen(d) for d in models}
+    check("gpt2 greedy tokens", runs["hpu"](), runs["cpu"](), rtol=0, atol=0)
+    times = model_pair(runs, args, args.model_steps)
+    record("gpt2", f"GPT2 greedy gen h256 L4, {new} tokens", times["cpu"], times["hpu"], 1.0,
+           "hpu/cpu time <= 1.0", f"hpu/cpu time {min(times['hpu']) / min(times['cpu']):.2f}")
+
+
+# ----------------------------------------------------------------------------
+
+def load(up):
+    m = re.search(r"load average: ([\d.]+)", up or "")
+    return m.group(1) if m else "?"
+
+
+def plot(rows, path, info):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    rows = [r for r in rows]
+    fig, ax = plt.subplots(figsize=(11, max(4, 0.27 * len(rows) + 1.5)))
+    ys = list(range(len(rows)))[::-1]
+    colors = {"matmul": "tab:blue", "pointwise": "tab:orange", "nn": "tab:green",
+              "overhead": "tab:purple", "bert": "tab:red", "gpt2": "tab:brown"}
+    for y, r in zip(ys, rows):
+        ax.barh(y, r["speed"], color=colors.get(r["group"], "gray"), alpha=0.85 if r["pass"] else 0.45,
+                edgecolor="black" if not r["pass"] else None)
+        ax.plot([r["target_speed"]] * 2, [y - 0.4, y + 0.4], color="black", lw=1.5)
+        ax.text(r["speed"] * 1.03, y, f"{r['speed']:.2f}", va="center", fontsize=7)
+    ax.set_xscale("log")
+    ax.axvline(1.0, color="black", lw=1, ls="--")
+    ax.set_yticks(ys)
+    ax.set_yticklabels([f"{r['case']}" + ("" if r["pass"] else "  [FAIL]") for r in rows], fontsize=7)
+    ax.set_xlabel("speed = torch CPU time / hpu time (log; > 1: hpu faster). "
+                  "Black tick: target (overhead: hpu/cpu <= 1.5, i.e. 0.67)")
+    ax.set_title(f"habana_torch kernel library vs torch {torch.__version__.split('+')[0]} CPU, "
+                 f"{info['threads']} threads, {info['model']}\nbest of N; shared machine, noisy: "
+                 f"load before {load(info.get('uptime_before'))}, after {load(info.get('uptime_after'))}", fontsize=9)
+    lo = min(min(r["speed"] for r in rows), 0.5) / 1.5
+    hi = max(max(r["speed"] for r in rows), 2) * 1.6
+    ax.set_xlim(lo, hi)
+    from matplotlib.ticker import FuncFormatter
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.grid(axis="x", which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"plot written to {path}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--groups", default=",".join(ALL_GROUPS), help="comma list of " + ",".join(ALL_GROUPS))
+    ap.add_argument("--quick", action="store_true", help="smaller sizes, fewer reps (~1 minute)")
+    ap.add_argument("--reps", type=int, default=0, help="min repetitions per side (default 5, quick 3)")
+    ap.add_argument("--budget", type=float, default=0, help="seconds per op case used to add reps")
+    ap.add_argument("--model-steps", type=int, default=0, help="timed BERT steps / GPT2 generations")
+    ap.add_argument("--model-warmup", type=int, default=1)
+    ap.add_argument("--no-lazy", dest="lazy", action="store_false", help="skip the lazy-mode BERT row")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--json", help="write the rows and machine info here")
+    ap.add_argument("--plot", help="write a PNG of the speed ratios here (needs matplotlib)")
+    ap.add_argument("--replot", metavar="JSON", help="only redraw --plot from a saved --json file")
+    args = ap.parse_args()
+    if args.replot:
+        saved = json.load(open(args.replot))
+        plot(saved["rows"], args.plot, saved["info"])
+        return
+    args.reps = args.reps or (3 if args.quick else 5)
+    args.budget = args.budget or (0.3 if args.quick else 1.0)
+    args.model_steps = args.model_steps or (3 if args.quick else 7)
+    groups = [g for g in args.groups.split(",") if g]
+    for g in groups:
+        if g not in ALL_GROUPS:
+            sys.exit(f"unknown group {g}; choose from {','.join(ALL_GROUPS)}")
+
+    torch.set_num_threads(args.threads)  # also sizes the hpu kernel pool
+    info = cpu_info()
+    info["hpu_threads"] = habana_torch._C._get_num_threads()
+    info["uptime_before"] = uptime()
+    print(f"torch {torch.__version__}, {info['model']}, {info['cpus_online']} cpus online, "
+          f"threads cpu={torch.get_num_threads()} hpu={info['hpu_threads']}")
+    print(f"flags: {' '.join(info['flags'])}")
+    print(f"peak fp32 = 2 FMA units x {info['lanes']} lanes x 2 flop x {info['ghz']:.3f} GHz x "
+          f"{info['threads']} threads = {info['peak_fp32']:.0f} GFLOP/s; bf16 peak {info['peak_bf16']:.0f} "
+          f"(GHz from {info['ghz_source']}; nominal cpu MHz {info['ghz_nominal'] * 1e3:.0f})")
+    print(f"uptime before: {info['uptime_before']}")
+    print(HEADER)
+    t0 = time.perf_counter()
+    for g in groups:
+        globals()[f"bench_{g}"](args, info)
+    info["uptime_after"] = uptime()
+    info["wall_s"] = time.perf_counter() - t0
+    print(f"uptime after: {info['uptime_after']}  (wall {info['wall_s']:.0f} s)")
+    fails = [r for r in ROWS if not r["pass"]]
+    print(f"{len(ROWS) - len(fails)}/{len(ROWS)} PASS" + (": FAIL " + "; ".join(r["case"] for r in fails) if fails else ""))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"info": info, "args": vars(args), "rows": ROWS}, f, indent=1)
+    if args.plot:
+        plot(ROWS, args.plot, info)
+
+
+if __name__ == "__main__":
+    main()
