@@ -70,8 +70,9 @@ int hpu_gemm_have_bf16dot(void) {
   return have && hpu_kernels_isa() >= HPU_ISA_AVX512;
 }
 
-/* float32 rule, measured (GFLOP/s, 2 threads, OpenBLAS Haswell vs ours):
- * square 64: 112 vs 134, 128: 101 vs 194, 256: 55 vs 111, 512: 63 vs 112,
+/* float32 rule, measured (GFLOP/s, 2 threads, OpenBLAS Haswell vs ours).
+ * Quiet machine, square: 256: 185 vs 180-220, 512: 230 vs 210-370,
+ * 1024: 241 vs 362, 2048: 235 vs 392. Loaded by other jobs: square 64: 112 vs 134, 128: 101 vs 194, 256: 55 vs 111, 512: 63 vs 112,
  * 1024: 61 vs 110, 2048: 36 vs 109; 4096x4096 @ 4096x64: 48 vs 69;
  * 64x64 @ 64x4096: 108 vs 178. OpenBLAS wins only on tiny problems
  * (16^3: 38 vs 28; 4x2048 @ 2048x4: 17.6 vs 4.3, our 12-row tile is mostly
