@@ -332,14 +332,26 @@ class ProcessGroupHCCL : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
                                                      std::vector<at::Tensor>& inputs,
                                                      const c10d::AllgatherOptions& opts) override {
-    TORCH_CHECK_VALUE(outputs.size() == inputs.size() && !inputs.empty(),
-                      "hccl: allgather_coalesced needs one output list per input");
+    // As gloo: outputs[r][k] receives rank r's input k.
+    TORCH_CHECK_VALUE(!inputs.empty() && (int64_t)outputs.size() == size_,
+                      "hccl: allgather_coalesced needs one output list per rank (", size_, "), got ",
+                      outputs.size());
     std::vector<at::Tensor> flats, outs, keep;
+    for (size_t k = 0; k < inputs.size(); k++) check_tensor(inputs[k], "allgather_coalesced", inputs[0]);
+    for (int r = 0; r < size_; r++) {
+      TORCH_CHECK_VALUE(outputs[r].size() == inputs.size(), "hccl: allgather_coalesced output list ", r,
+                        " has ", outputs[r].size(), " tensors, expected one per input (", inputs.size(), ")");
+      for (size_t k = 0; k < inputs.size(); k++) {
+        TORCH_CHECK_VALUE(outputs[r][k].numel() == inputs[k].numel() &&
+                              outputs[r][k].scalar_type() == inputs[k].scalar_type() &&
+                              outputs[r][k].device() == inputs[k].device(),
+                          "hccl: allgather_coalesced output [", r, "][", k,
+                          "] must match input ", k, " in size, dtype and device");
+        outs.push_back(outputs[r][k]);
+      }
+    }
     for (size_t k = 0; k < inputs.size(); k++) {
-      check_tensor(inputs[k], "allgather_coalesced", inputs[0]);
-      check_list(outputs[k], inputs[k], "allgather_coalesced output");
       flats.push_back(at::empty({(int64_t)size_ * inputs[k].numel()}, inputs[k].options()));
-      for (auto& o : outputs[k]) outs.push_back(o);
       keep.push_back(inputs[k]);
       keep.push_back(flats.back());
     }
@@ -359,7 +371,7 @@ class ProcessGroupHCCL : public c10d::Backend {
         [&] {
           for (size_t k = 0; k < inputs.size(); k++) {
             int64_t n = inputs[k].numel();
-            for (int i = 0; i < size_; i++) outputs[k][i].view({-1}).copy_(flats[k].narrow(0, i * n, n));
+            for (int i = 0; i < size_; i++) outputs[i][k].view({-1}).copy_(flats[k].narrow(0, i * n, n));
           }
         });
   }

@@ -14,10 +14,11 @@ cmake -S . -B "$CBUILD" -DHPU_BUILD_EXTENSION=OFF -DHPU_BUILD_TESTS=ON -DHPU_SAN
 cmake --build "$CBUILD" -j "$JOBS" >/dev/null
 (cd "$CBUILD" && ctest --output-on-failure)
 
-if [ -x scripts/test_hccl.sh ]; then
-  echo "== HCCL tests"
-  bash scripts/test_hccl.sh "$CBUILD"
-fi
+echo "== HCCL tests (mpirun on a Release build; leak checks on the ASan build)"
+HCCL_ASAN_BUILD="$CBUILD" bash scripts/test_hccl.sh build/hccl
+
+echo "== process-group tests (torchrun, mpirun, DDP, FSDP, two hosts, faults, _DistTestBase subset)"
+bash scripts/test_dist.sh
 
 echo "== Python tests"
 set +e
