@@ -21,5 +21,24 @@ if not hasattr(torch, "hpu"):
 
 hpu._install_torch_hooks()
 
+
+def _let_autograd_threads_settle():
+    """At exit, give PyTorch's autograd device threads a moment with the GIL.
+    After a backward on the hpu, the card's autograd thread may still hold
+    the last reference to the finished graph task and need the GIL to drop
+    its Python objects; if the interpreter finalises first, that thread is
+    torn down inside a noexcept destructor and the process aborts
+    ("terminate called without an active exception"). Sleeping releases the
+    GIL so the thread can finish."""
+    import time
+
+    if hpu.is_initialized():
+        time.sleep(0.02)
+
+
+import atexit as _atexit  # noqa: E402
+
+_atexit.register(_let_autograd_threads_settle)
+
 __version__ = "0.1.0"
 __all__ = ["hpu", "core", "metrics"]
