@@ -52,5 +52,9 @@ setup(
     ext_modules=[CMakeExtension("habana_torch._C")],
     cmdclass={"build_ext": CMakeBuild},
     python_requires=">=3.10",
+    # `import torch` loads habana_torch first (PyTorch's device-backend
+    # autoload), before anything can ask PyTorch for its accelerator:
+    # PyTorch reads the HPU hooks once and keeps what it found.
+    entry_points={"torch.backends": ["habana_torch = habana_torch:_autoload"]},
     install_requires=["torch==2.13.0"],
 )

@@ -40,5 +40,21 @@ import atexit as _atexit  # noqa: E402
 
 _atexit.register(_let_autograd_threads_settle)
 
+
+def _autoload():
+    """Entry point of PyTorch's device-backend autoload (importing this
+    package did the registration)."""
+
+
+if torch.accelerator.current_accelerator() is None:
+    import warnings as _warnings
+
+    _warnings.warn(
+        "habana_torch was imported after PyTorch had already looked for its accelerator "
+        "(something imported before it, e.g. transformers, asked torch.accelerator), so "
+        "torch.accelerator and autograd cannot see the hpu. Install habana_torch with pip "
+        "(it then loads with `import torch`), or import habana_torch before other libraries; "
+        "TORCH_DEVICE_BACKEND_AUTOLOAD=0 disables the automatic load.")
+
 __version__ = "0.1.0"
 __all__ = ["hpu", "core", "metrics"]

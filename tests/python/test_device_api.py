@@ -120,3 +120,22 @@ def test_generator_device():
     b = torch.empty(100, device="hpu").uniform_(generator=g)
     assert torch.equal(a.cpu(), b.cpu())
     assert g.device.type == "hpu"
+
+
+def test_import_torch_autoloads_habana_torch_before_other_libraries():
+    """PyTorch reads the HPU hooks once; a library that asks torch.accelerator
+    before habana_torch is imported would hide the hpu for the whole process.
+    The installed package registers a torch.backends entry point so that
+    `import torch` loads it first."""
+    from importlib.metadata import entry_points
+    if not any(ep.name == "habana_torch" for ep in entry_points(group="torch.backends")):
+        pytest.skip("habana_torch is not pip-installed here (no torch.backends entry point)")
+    r = run_python("""
+        import sys, torch
+        print("habana_torch" in sys.modules, torch.accelerator.current_accelerator())
+        a = torch.ones(2, device="hpu", requires_grad=True)
+        (a * 3).sum().backward()
+        print(a.grad.cpu().tolist())
+    """)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("\n")[:2] == ["True hpu", "[3.0, 3.0]"]
