@@ -55,6 +55,6 @@ setup(
     # `import torch` loads habana_torch first (PyTorch's device-backend
     # autoload), before anything can ask PyTorch for its accelerator:
     # PyTorch reads the HPU hooks once and keeps what it found.
-    entry_points={"torch.backends": ["habana_torch = habana_torch:_autoload"]},
+    entry_points={"torch.backends": ["habana_torch = habana_torch._autoload:load"]},
     install_requires=["torch==2.13.0"],
 )

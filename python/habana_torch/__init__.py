@@ -41,11 +41,6 @@ import atexit as _atexit  # noqa: E402
 _atexit.register(_let_autograd_threads_settle)
 
 
-def _autoload():
-    """Entry point of PyTorch's device-backend autoload (importing this
-    package did the registration)."""
-
-
 if torch.accelerator.current_accelerator() is None:
     import warnings as _warnings
 
