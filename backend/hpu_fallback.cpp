@@ -15,6 +15,7 @@
 #include <set>
 
 #include "hpu_common.h"
+#include "hpu_ops.h"
 
 namespace habana_torch {
 namespace {
@@ -36,36 +37,28 @@ void log_fallback(const std::string& op) {
   if (seen.insert(op).second) std::cerr << "[habana_torch] cpu fallback: " << op << " (first use)\n";
 }
 
-// Same rule as native hpu ops: all tensors on one device, except CPU 0-dim
-// tensors (scalars). Index tensors on the CPU are allowed, as on CUDA.
+// Same rule as native hpu ops (check_same_device): all tensors on one
+// device, except CPU 0-dim tensors (scalars). Index tensors on the CPU are
+// allowed, as on CUDA.
 void check_devices(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t nargs) {
-  const std::string& name = op.schema().name();
-  if (name.find("index") != std::string::npos) return;
-  std::optional<c10::Device> device;
-  auto visit = [&](const at::Tensor& t) {
-    if (!t.defined() || (t.is_cpu() && t.dim() == 0)) return;
-    if (!device) {
-      device = t.device();
-    } else {
-      TORCH_CHECK(*device == t.device(),
-                  "Expected all tensors to be on the same device, but found at least two devices, ",
-                  *device, " and ", t.device(), "! (in ", op.schema().operator_name(),
-                  "; move the tensors to one device with .to(\"hpu\") or .cpu())");
-    }
-  };
+  if (op.schema().name().find("index") != std::string::npos) return;
+  std::vector<at::Tensor> tensors;
   for (size_t i = stack.size() - nargs; i < stack.size(); i++) {
     const c10::IValue& v = stack[i];
     if (v.isTensor()) {
-      visit(v.toTensor());
+      tensors.push_back(v.toTensor());
     } else if (v.isTensorList()) {
-      for (const at::Tensor& t : v.toTensorVector()) visit(t);
+      for (const at::Tensor& t : v.toTensorVector()) tensors.push_back(t);
     } else if (v.isOptionalTensorList()) {
       for (const auto& ref : v.toOptionalTensorList()) {
         std::optional<at::Tensor> t = ref;
-        if (t.has_value()) visit(*t);
+        if (t.has_value()) tensors.push_back(*t);
       }
     }
   }
+  std::vector<const at::Tensor*> ptrs;
+  for (const at::Tensor& t : tensors) ptrs.push_back(&t);
+  check_same_device(c10::toString(op.schema().operator_name()).c_str(), ptrs);
 }
 
 // Every route to the CPU goes through here: strict mode, counting, logging.

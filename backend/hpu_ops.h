@@ -20,7 +20,7 @@ inline bool is_hpu(const at::Tensor& t) { return t.device().type() == c10::Devic
 inline bool is_cpu_scalar(const at::Tensor& t) { return t.is_cpu() && t.dim() == 0; }
 // Raises PyTorch's "Expected all tensors to be on the same device" error
 // (naming `op`) unless every defined tensor, CPU scalars aside, is on one device.
-void check_same_device(const char* op, std::initializer_list<const at::Tensor*> tensors);
+void check_same_device(const char* op, c10::ArrayRef<const at::Tensor*> tensors);
 // `t` moved to `like`'s hpu card if it is a CPU scalar (for kernel inputs
 // that must be device memory); otherwise `t` itself.
 at::Tensor on_device(const at::Tensor& t, const at::Tensor& like);

@@ -200,7 +200,7 @@ at::Tensor hpu_unfold(const at::Tensor& self, int64_t dim, int64_t size, int64_t
 
 }  // namespace
 
-void check_same_device(const char* op, std::initializer_list<const at::Tensor*> tensors) {
+void check_same_device(const char* op, c10::ArrayRef<const at::Tensor*> tensors) {
   std::optional<c10::Device> device;
   for (const at::Tensor* t : tensors) {
     if (!t->defined() || is_cpu_scalar(*t)) continue;
