@@ -4,6 +4,8 @@
  * float exactly as its eager kernel does and rounds to its output dtype. */
 #include "graph/fusion.h"
 
+#include "graph/ptrmap.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,17 +68,37 @@ static int same_view(const hpu_tensor_t *a, const hpu_tensor_t *b) {
 }
 
 void hpu_graph_dead_outputs(const hpu_node_t *nodes, int n, uint8_t *dead) {
-  for (int i = 0; i < n; i++) {
+  /* Backwards, with the outputs of the later nodes indexed by address: an
+   * output is dead when its buffer is freed, or when a later node
+   * overwrites exactly this view (a pure temporary). */
+  hpu_ptrmap_t later;
+  int indexed = hpu_ptrmap_init(&later, n * 8);
+  for (int i = n - 1; i >= 0; i--) {
     const hpu_tensor_t *out = &nodes[i].outputs[0];
+    int d = 0;
     /* Only fusible nodes' liveness changes a plan; leaving the others out
      * keeps allocator address reuse (which varies from step to step) out of
      * the graph signature. */
-    int d = hpu_plan_node_fusible(&nodes[i]) && !hpu_memory_is_allocated(out->storage);
-    for (int j = i + 1; j < n && !d; j++)
-      for (int o = 0; o < nodes[j].num_outputs && !d; o++)
-        d = same_view(&nodes[j].outputs[o], out) && hpu_tensor_is_contiguous(out);
+    if (hpu_plan_node_fusible(&nodes[i])) {
+      d = !hpu_memory_is_allocated(out->storage);
+      if (!d && hpu_tensor_is_contiguous(out)) {
+        if (indexed) {
+          for (int32_t id = hpu_ptrmap_head(&later, hpu_tensor_data(out)); id >= 0 && !d;
+               id = later.next[id])
+            d = same_view(&nodes[id >> 3].outputs[id & 7], out);
+        } else { /* host OOM: the slow scan */
+          for (int j = i + 1; j < n && !d; j++)
+            for (int o = 0; o < nodes[j].num_outputs && !d; o++)
+              d = same_view(&nodes[j].outputs[o], out);
+        }
+      }
+    }
     dead[i] = (uint8_t)d;
+    if (indexed)
+      for (int o = 0; o < nodes[i].num_outputs; o++)
+        hpu_ptrmap_push(&later, hpu_tensor_data(&nodes[i].outputs[o]), i << 3 | o);
   }
+  hpu_ptrmap_free(&later);
 }
 
 /* Is the output of node i read by a node outside [gfirst, gend) before a

@@ -3,6 +3,7 @@
  * in order and stops at the first failure. */
 #include "hpu/graph.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,6 +22,48 @@ struct hpu_graph {
   hpu_node_t inline_nodes[INLINE_NODES];
 };
 
+/* Lazy graphs grow to thousands of nodes (2 KB each) every step; fresh
+ * arrays that size come from the kernel zeroed, and the page faults cost
+ * more than recording the nodes. Arrays of finished graphs are kept here
+ * (a graph is built on the host thread and freed on the queue thread, so
+ * two are enough for one in flight while the next is recorded). */
+#define SPARE_ARRAYS 2
+static pthread_mutex_t spare_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct { hpu_node_t *nodes; int capacity; } spare[SPARE_ARRAYS];
+
+static hpu_node_t *take_spare(int need, int *capacity) {
+  hpu_node_t *got = NULL;
+  pthread_mutex_lock(&spare_mu);
+  for (int i = 0; i < SPARE_ARRAYS && !got; i++)
+    if (spare[i].nodes && spare[i].capacity >= need) {
+      got = spare[i].nodes;
+      *capacity = spare[i].capacity;
+      spare[i].nodes = NULL;
+    }
+  pthread_mutex_unlock(&spare_mu);
+  return got;
+}
+
+static void give_spare(hpu_node_t *nodes, int capacity) {
+  pthread_mutex_lock(&spare_mu);
+  int slot = -1; /* an empty slot, else the one with the smallest array */
+  for (int i = 0; i < SPARE_ARRAYS && slot < 0; i++)
+    if (!spare[i].nodes) slot = i;
+  if (slot < 0) {
+    slot = 0;
+    for (int i = 1; i < SPARE_ARRAYS; i++)
+      if (spare[i].capacity < spare[slot].capacity) slot = i;
+  }
+  if (!spare[slot].nodes || spare[slot].capacity < capacity) {
+    hpu_node_t *old = spare[slot].nodes;
+    spare[slot].nodes = nodes;
+    spare[slot].capacity = capacity;
+    nodes = old;
+  }
+  pthread_mutex_unlock(&spare_mu);
+  free(nodes);
+}
+
 hpu_status_t hpu_graph_create(hpu_graph_t **graph) {
   if (!graph) return hpu_error(HPU_ERROR_INVALID_ARGUMENT, "graph_create: graph is NULL");
   hpu_graph_t *g = malloc(sizeof *g);
@@ -36,14 +79,15 @@ hpu_status_t hpu_graph_create(hpu_graph_t **graph) {
 void hpu_graph_destroy(hpu_graph_t *graph) {
   if (!graph) return;
   hpu_plan_free(graph->plan);
-  if (graph->nodes != graph->inline_nodes) free(graph->nodes);
+  if (graph->nodes != graph->inline_nodes) give_spare(graph->nodes, graph->capacity);
   free(graph);
 }
 
 static hpu_status_t append_unchecked(hpu_graph_t *g, const hpu_node_t *node) {
   if (g->num_nodes == g->capacity) {
     int cap = g->capacity * 2;
-    hpu_node_t *nodes = malloc((size_t)cap * sizeof *nodes);
+    hpu_node_t *nodes = take_spare(cap, &cap);
+    if (!nodes) nodes = malloc((size_t)cap * sizeof *nodes);
     if (!nodes) return hpu_error(HPU_ERROR_SYSTEM, "graph_append: out of host memory");
     memcpy(nodes, g->nodes, (size_t)g->num_nodes * sizeof *nodes);
     if (g->nodes != g->inline_nodes) free(g->nodes);

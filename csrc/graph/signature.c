@@ -4,6 +4,8 @@
  * dataflow between nodes do. */
 #include "graph/signature.h"
 
+#include "graph/ptrmap.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,11 +32,12 @@ static int same_view(const hpu_tensor_t *a, const hpu_tensor_t *b) {
 }
 
 /* The latest earlier node whose output is exactly this view, as
- * (node << 3 | output) + 1, or 0 for a tensor from outside the graph. */
-static int64_t producer_of(const hpu_node_t *nodes, int upto, const hpu_tensor_t *t) {
-  for (int j = upto - 1; j >= 0; j--)
-    for (int o = 0; o < nodes[j].num_outputs; o++)
-      if (same_view(&nodes[j].outputs[o], t)) return ((int64_t)j << 3 | o) + 1;
+ * (node << 3 | output) + 1, or 0 for a tensor from outside the graph.
+ * `outs` holds the outputs of the nodes before this one by address. */
+static int64_t producer_of(const hpu_node_t *nodes, const hpu_ptrmap_t *outs,
+                           const hpu_tensor_t *t) {
+  for (int32_t id = hpu_ptrmap_head(outs, hpu_tensor_data(t)); id >= 0; id = outs->next[id])
+    if (same_view(&nodes[id >> 3].outputs[id & 7], t)) return (int64_t)id + 1;
   return 0;
 }
 
@@ -75,27 +78,43 @@ static int push_params(hpu_signature_t *s, const hpu_node_t *n) {
   }
 }
 
+/* A word at a time: the signature of a few thousand nodes is hashed on
+ * every flush, and a byte-wise hash of it cost more than recording. */
+static uint64_t hash_words(const int64_t *w, size_t n) {
+  uint64_t h = 0x243F6A8885A308D3ull;
+  for (size_t i = 0; i < n; i++) {
+    h = (h ^ (uint64_t)w[i]) * 0x9E3779B97F4A7C15ull;
+    h ^= h >> 29;
+  }
+  return h;
+}
+
 int hpu_signature_build(hpu_signature_t *s, const hpu_node_t *nodes, int n,
                         const uint8_t *dead) {
   memset(s, 0, sizeof *s);
-  int ok = push(s, n);
+  hpu_ptrmap_t outs;
+  if (!hpu_ptrmap_init(&outs, n * 8)) return 0;
+  s->cap = (size_t)n * 48 + 16; /* a typical node takes 30-60 words */
+  s->words = malloc(s->cap * sizeof *s->words);
+  int ok = s->words != NULL && push(s, n);
   for (int i = 0; i < n && ok; i++) {
     const hpu_node_t *node = &nodes[i];
     ok &= push(s, (int64_t)node->op << 16 | node->num_inputs << 8 | node->num_outputs);
     ok &= push(s, (int64_t)node->compute_dtype | (int64_t)(dead ? dead[i] : 0) << 8);
     for (int k = 0; k < node->num_inputs; k++)
-      ok &= push(s, producer_of(nodes, i, &node->inputs[k])) & push_tensor(s, &node->inputs[k]);
-    for (int k = 0; k < node->num_outputs; k++) ok &= push_tensor(s, &node->outputs[k]);
+      ok &= push(s, producer_of(nodes, &outs, &node->inputs[k])) & push_tensor(s, &node->inputs[k]);
+    for (int k = 0; k < node->num_outputs; k++) {
+      ok &= push_tensor(s, &node->outputs[k]);
+      hpu_ptrmap_push(&outs, hpu_tensor_data(&node->outputs[k]), i << 3 | k);
+    }
     ok &= push_params(s, node);
   }
+  hpu_ptrmap_free(&outs);
   if (!ok) {
     hpu_signature_free(s);
     return 0;
   }
-  uint64_t h = 1469598103934665603ULL;
-  const unsigned char *bytes = (const unsigned char *)s->words;
-  for (size_t i = 0; i < s->len * sizeof(int64_t); i++) h = (h ^ bytes[i]) * 1099511628211ULL;
-  s->hash = h;
+  s->hash = hash_words(s->words, s->len);
   s->num_nodes = n;
   return 1;
 }

@@ -10,7 +10,7 @@
 typedef struct hpu_signature {
   int64_t *words;   /* serialized structure, compared exactly on lookup */
   size_t len, cap;
-  uint64_t hash;    /* FNV-1a over words */
+  uint64_t hash;    /* of words, a word at a time */
   int num_nodes;
 } hpu_signature_t;
 

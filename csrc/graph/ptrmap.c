@@ -1,0 +1,52 @@
+#include "graph/ptrmap.h"
+
+#include <stdlib.h>
+
+static uint32_t slot_of(const hpu_ptrmap_t *m, const void *p) {
+  uint64_t h = (uint64_t)(uintptr_t)p * 0x9E3779B97F4A7C15ull;
+  return (uint32_t)(h >> 32) & m->mask;
+}
+
+int hpu_ptrmap_init(hpu_ptrmap_t *m, int32_t items) {
+  uint32_t size = 16;
+  while (size < 2u * (uint32_t)(items > 0 ? items : 1)) size <<= 1;
+  m->mask = size - 1;
+  m->items = items;
+  m->keys = calloc(size, sizeof *m->keys);
+  m->heads = malloc(size * sizeof *m->heads);
+  m->next = malloc((size_t)(items > 0 ? items : 1) * sizeof *m->next);
+  if (!m->keys || !m->heads || !m->next) {
+    hpu_ptrmap_free(m);
+    return 0;
+  }
+  return 1;
+}
+
+void hpu_ptrmap_free(hpu_ptrmap_t *m) {
+  free(m->keys);
+  free(m->heads);
+  free(m->next);
+  m->keys = NULL;
+  m->heads = m->next = NULL;
+}
+
+void hpu_ptrmap_push(hpu_ptrmap_t *m, const void *p, int32_t id) {
+  uint32_t s = slot_of(m, p);
+  while (m->keys[s] && m->keys[s] != p) s = (s + 1) & m->mask;
+  if (!m->keys[s]) {
+    m->keys[s] = p;
+    m->next[id] = -1;
+  } else {
+    m->next[id] = m->heads[s];
+  }
+  m->heads[s] = id;
+}
+
+int32_t hpu_ptrmap_head(const hpu_ptrmap_t *m, const void *p) {
+  uint32_t s = slot_of(m, p);
+  while (m->keys[s]) {
+    if (m->keys[s] == p) return m->heads[s];
+    s = (s + 1) & m->mask;
+  }
+  return -1;
+}
