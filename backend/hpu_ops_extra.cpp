@@ -1,15 +1,19 @@
 // Ops built from other native hpu ops (no node of their own): isin and
 // isneginf / isposinf, which transformers calls in generation (stopping
 // criteria, pad-token checks) and in attention masking (_safe_softmax);
-// nonzero and masked_select (boolean-mask indexing). isin and isneginf stay
+// nonzero and masked_select (boolean-mask indexing); index_copy, with which
+// static KV caches (optimum-habana's, transformers' StaticCache) write each
+// new token's keys and values. isin and isneginf stay
 // on the card: no CPU round trip, no host read, so they record like any
 // other op in lazy mode. nonzero and masked_select read one count on the
 // host to size their output, as on CUDA (a flush in lazy mode).
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "hpu_common.h"
 #include "hpu_ops.h"
@@ -160,6 +164,46 @@ at::Tensor masked_select(const at::Tensor& self, const at::Tensor& mask) {
 
 }  // namespace
 
+// index_copy as a scatter of source with the index broadcast over the other
+// dims: one node, no host read, so it records in lazy mode and in HPU graph
+// captures. Out-of-range index values fail the scatter node, reported at the
+// next synchronize as every index kernel does.
+at::Tensor& index_copy_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                           const at::Tensor& source, at::Tensor& out) {
+  check_same_device("index_copy", {&self, &index, &source, &out});
+  dim = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+  TORCH_CHECK_INDEX(index.dim() < 2, "index_copy_(): Index should have dimension 1 or 0 (got ",
+                    index.dim(), ")");
+  TORCH_CHECK_INDEX(index.scalar_type() == at::kLong,
+                    "index_copy_(): Expected a long tensor for index, but got ", index.scalar_type());
+  TORCH_CHECK(self.scalar_type() == source.scalar_type(),
+              "index_copy_(): self and source expected to have the same dtype, but got (self) ",
+              self.scalar_type(), " and (source) ", source.scalar_type());
+  const int64_t n = index.numel();
+  const int64_t nd = std::max<int64_t>(self.dim(), 1);
+  at::Tensor src = source.dim() == 0 ? source.reshape({1}) : source;
+  TORCH_CHECK(src.dim() == nd, "index_copy_(): When source and destination are not scalars, their "
+              "dimensionality must match. Source dimensionality (", source.dim(),
+              "), destination dimensionality (", self.dim(), ")");
+  TORCH_CHECK_INDEX(src.size(dim) == n, "index_copy_(): Number of indices (", n,
+                    ") should be equal to source.size(dim) (", src.size(dim), ")");
+  for (int64_t d = 0; d < nd; d++)
+    if (d != dim)
+      TORCH_CHECK(src.size(d) == (self.dim() ? self.size(d) : 1),
+                  "index_copy_(): Source/destination tensor must have same slice shapes. "
+                  "Destination slice shape: ", self.sizes(), " at dimension ", d,
+                  " and source slice shape: ", source.sizes());
+  at::native::resize_output(out, self.sizes());
+  if (!out.is_same(self)) out.copy_(self);
+  if (n == 0) return out;
+  std::vector<int64_t> shape(nd, 1);
+  shape[dim] = n;
+  at::Tensor target = self.dim() == 0 ? out.reshape({1}) : out;
+  at::Tensor idx = index.reshape(shape).expand(src.sizes());
+  target.scatter_(dim, idx, src);
+  return out;
+}
+
 TORCH_LIBRARY_IMPL(aten, HPU, m) {
   m.impl("isin.Tensor_Tensor_out", TORCH_FN(isin_tt_out));
   m.impl("isin.Tensor_Scalar_out", TORCH_FN(isin_ts_out));
@@ -170,6 +214,7 @@ TORCH_LIBRARY_IMPL(aten, HPU, m) {
   m.impl("nonzero.out", TORCH_FN(nonzero_out));
   m.impl("masked_select", TORCH_FN(masked_select));
   m.impl("masked_select.out", TORCH_FN(masked_select_out));
+  m.impl("index_copy.out", TORCH_FN(index_copy_out));
 }
 
 }  // namespace habana_torch

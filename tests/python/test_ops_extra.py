@@ -1,6 +1,6 @@
 """Ops composed of other hpu ops (backend/hpu_ops_extra.cpp): isin,
-isneginf / isposinf, nonzero, masked_select. Same results as on the CPU, in
-eager and lazy mode, with no CPU fallback."""
+isneginf / isposinf, nonzero, masked_select, index_copy. Same results as on
+the CPU, in eager and lazy mode, with no CPU fallback."""
 import pytest
 import torch
 
@@ -87,3 +87,58 @@ def test_masked_select_and_bool_indexing(mode):
     assert torch.equal(h[h > 0].cpu(), x[x > 0])
     h[h > 0] = 0
     assert torch.equal(h.cpu(), x.clamp(max=0))
+
+
+@pytest.mark.parametrize("shape,dim,n", [
+    ((2, 4, 16, 8), 2, 1),    # a static KV cache: one new position
+    ((2, 4, 16, 8), -2, 3),
+    ((5, 7), 0, 5),           # every row, permuted
+    ((5, 7), 1, 2),
+    ((9,), 0, 4),
+    ((), 0, 1),               # a scalar
+    ((3, 4), 1, 0),           # no index
+])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.long])
+def test_index_copy(shape, dim, n, dtype, mode):
+    g = torch.Generator().manual_seed(len(shape) * 10 + n)
+    self_ = (torch.randn(shape, generator=g) * 10).to(dtype)
+    size = self_.size(dim) if self_.dim() else 1
+    index = torch.randperm(size, generator=g)[:n]
+    src_shape = list(shape)
+    if src_shape:
+        src_shape[dim] = n
+    source = (torch.randn(src_shape, generator=g) * 10).to(dtype)
+    want = self_.index_copy(dim, index, source)
+    got = self_.to("hpu").index_copy(dim, index.to("hpu"), source.to("hpu"))
+    torch.testing.assert_close(got.cpu(), want, rtol=0, atol=0)
+    inplace = self_.to("hpu")
+    inplace.index_copy_(dim, index.to("hpu"), source.to("hpu"))
+    torch.testing.assert_close(inplace.cpu(), want, rtol=0, atol=0)
+    out = torch.empty(0, dtype=dtype, device="hpu")
+    torch.index_copy(self_.to("hpu"), dim, index.to("hpu"), source.to("hpu"), out=out)
+    torch.testing.assert_close(out.cpu(), want, rtol=0, atol=0)
+
+
+def test_index_copy_bad_input(mode):
+    """The errors of the CPU op, and a card that stays usable."""
+    new = torch.ones(2, 1, 4)
+    cases = [
+        (torch.tensor([1], dtype=torch.int32), new, "long tensor for index"),
+        (torch.tensor([1, 2]), new, "Number of indices"),
+        (torch.tensor([1]), new.double(), "same dtype"),
+        (torch.tensor([1]), torch.ones(2, 1, 5), "slice shapes"),
+    ]
+    for index, source, message in cases:
+        with pytest.raises(Exception, match=message) as on_cpu:
+            torch.zeros(2, 8, 4).index_copy_(1, index, source)
+        with pytest.raises(on_cpu.type, match=message):
+            torch.zeros(2, 8, 4, device="hpu").index_copy_(1, index.to("hpu"), source.to("hpu"))
+    # A bad index value is data: the card reports it at the next wait.
+    cache = torch.zeros(2, 8, 4, device="hpu")
+    with pytest.raises(IndexError, match="index 8 is out of bounds for dimension 1 with size 8"):
+        cache.index_copy_(1, torch.tensor([8], device="hpu"), new.to("hpu"))
+        torch.hpu.synchronize()
+    cache.index_copy_(1, torch.tensor([7], device="hpu"), new.to("hpu"))
+    want = torch.zeros(2, 8, 4)
+    want[:, 7] = 1
+    torch.testing.assert_close(cache.cpu(), want)
