@@ -20,10 +20,17 @@ HCCL_ASAN_BUILD="$CBUILD" bash scripts/test_hccl.sh build/hccl
 echo "== process-group tests (torchrun, mpirun, DDP, FSDP, two hosts, faults, _DistTestBase subset)"
 bash scripts/test_dist.sh
 
-echo "== Python tests"
-set +e
-python3 -m pytest tests/python -q
-rc=$?
-set -e
-if [ $rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi
-exit $rc
+# Every Python test runs twice: in lazy mode (the default) and in eager mode.
+# Tests that pick a mode themselves (fixtures, subprocesses) do so either way.
+run_pytest() {
+  set +e
+  env PT_HPU_LAZY_MODE="$1" python3 -m pytest tests/python -q
+  local rc=$?
+  set -e
+  if [ $rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi
+  if [ $rc -ne 0 ]; then echo "pytest failed in PT_HPU_LAZY_MODE=$1"; exit $rc; fi
+}
+echo "== Python tests, lazy mode (the default)"
+run_pytest 1
+echo "== Python tests, eager mode"
+run_pytest 0

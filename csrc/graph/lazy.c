@@ -52,7 +52,7 @@ static int env_int(const char *name, int fallback) {
 int hpu_lazy_enabled(void) {
   int s = atomic_load_explicit(&lazy_state, memory_order_relaxed);
   if (s < 0) {
-    s = env_int("PT_HPU_LAZY_MODE", 0) ? 1 : 0;
+    s = env_int("PT_HPU_LAZY_MODE", 1) ? 1 : 0; /* lazy by default, as Gaudi */
     max_nodes = env_int("PT_HPU_MAX_GRAPH_NODES", 2048);
     if (max_nodes < 1) max_nodes = 1;
     atomic_store(&lazy_state, s);

@@ -1,5 +1,8 @@
 """Lazy mode: recording, flush points, the recipe cache and its counters."""
 import copy
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -298,3 +301,13 @@ def test_lazy_step_peak_memory_at_most_eager():
 
     eager, lazy_peak = peak(False), peak(True)
     assert 0 < lazy_peak <= eager, (lazy_peak, eager)
+
+
+def test_lazy_is_the_default_and_eager_is_one_variable_away():
+    code = "import habana_torch.core as htcore; print(htcore.is_lazy())"
+    env = {k: v for k, v in os.environ.items() if k != "PT_HPU_LAZY_MODE"}
+    for extra, want in (({}, "True"), ({"PT_HPU_LAZY_MODE": "0"}, "False"),
+                        ({"PT_HPU_LAZY_MODE": "1"}, "True")):
+        out = subprocess.run([sys.executable, "-c", code], env={**env, **extra},
+                             capture_output=True, text=True, timeout=120)
+        assert out.stdout.split() == [want], (extra, out.stderr[-2000:])

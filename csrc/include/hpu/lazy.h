@@ -8,7 +8,7 @@
  * had the same ops, records why it recompiled (which shape changed).
  *
  * Environment (read once at first use):
- *   PT_HPU_LAZY_MODE          1 = lazy, 0 = eager (default: 0 in this build)
+ *   PT_HPU_LAZY_MODE          1 = lazy (the default, as in Gaudi's lazy releases), 0 = eager
  *   PT_HPU_MAX_GRAPH_NODES    flush when a pending graph reaches this size (2048)
  *   PT_HPU_RECIPE_CACHE_SIZE  recipes kept (LRU, 1024)
  *   PT_HPU_LOG_GRAPH_COMPILE  1 = print each compilation and its reason to stderr

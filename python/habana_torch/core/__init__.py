@@ -1,10 +1,10 @@
 """habana_torch.core: the names of habana_frameworks.torch.core.
 
-Lazy mode (PT_HPU_LAZY_MODE=1): ops are recorded into a per-card graph and
+Lazy mode (PT_HPU_LAZY_MODE=1, the default): ops are recorded into a per-card graph and
 run when the graph is flushed: at mark_step(), when a value is needed on the
 host (.item(), .cpu(), printing), before a CPU fallback or a collective, on
 synchronize(), and when the graph reaches PT_HPU_MAX_GRAPH_NODES nodes.
-Eager mode (PT_HPU_LAZY_MODE=0, this build's default): each op is launched
+Eager mode (PT_HPU_LAZY_MODE=0): each op is launched
 as it is called, and mark_step() only waits when sync=True.
 """
 import threading
