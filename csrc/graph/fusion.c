@@ -13,6 +13,7 @@
 #include "hpu/memory.h"
 #include "hpu/parallel.h"
 #include "kernels/cvt.h"
+#include "kernels/pw_tile.h"
 
 #define TILE 512
 
@@ -27,8 +28,10 @@ static int contiguous_numel(const hpu_tensor_t *t, int64_t *numel) {
   return hpu_tensor_is_contiguous(t);
 }
 
-/* The eager kernels' typed float paths: every operand in the compute dtype. */
-int hpu_plan_node_fusible(const hpu_node_t *nd) {
+/* The eager kernels' typed float paths: every operand in the compute dtype.
+ * The four arithmetic ops and relu (binary.c) have their loops here; the
+ * pointwise family runs its own kernels on our tiles (kernels/pw_tile.h). */
+static int binary_fusible(const hpu_node_t *nd) {
   switch (nd->op) {
     case HPU_OP_ADD: case HPU_OP_SUB: case HPU_OP_MUL: case HPU_OP_RELU: break;
     case HPU_OP_DIV: if (nd->params.binary.rounding != HPU_ROUND_NONE) return 0; break;
@@ -37,12 +40,19 @@ int hpu_plan_node_fusible(const hpu_node_t *nd) {
   if (nd->num_outputs != 1) return 0;
   hpu_dtype_t c = nd->compute_dtype;
   if (!is_float_dtype(c) || nd->outputs[0].dtype != c) return 0;
+  for (int k = 0; k < nd->num_inputs; k++)
+    if (nd->inputs[k].dtype != c) return 0;
+  return 1;
+}
+
+int hpu_plan_node_fusible(const hpu_node_t *nd) {
+  if (!binary_fusible(nd) && !(hpu_op_is_pointwise(nd->op) && hpu_pw_tile_supported(nd)))
+    return 0;
   int64_t n;
   if (!contiguous_numel(&nd->outputs[0], &n) || n == 0) return 0;
   for (int k = 0; k < nd->num_inputs; k++) {
     int64_t m;
     const hpu_tensor_t *in = &nd->inputs[k];
-    if (in->dtype != c) return 0;
     if (hpu_tensor_numel(in) == 1) continue; /* a scalar, broadcast */
     if (!contiguous_numel(in, &m) || m != n) return 0;
   }
@@ -225,7 +235,7 @@ void hpu_plan_free(hpu_plan_t *plan) {
 
 /* ---- the tiled executor ---- */
 
-typedef enum { F_ADD, F_ADDA, F_MUL, F_DIV, F_RELU } fop_t;
+typedef enum { F_ADD, F_ADDA, F_MUL, F_DIV, F_RELU, F_PW } fop_t;
 
 typedef struct member {
   fop_t op;
@@ -235,12 +245,14 @@ typedef struct member {
   float b;               /* its value */
   int a_scalar;          /* first operand is a broadcast scalar */
   float a;
-  const char *in[2];     /* memory operands (element 0) */
+  const char *in[HPU_MAX_INPUTS]; /* memory operands (element 0) */
   char *out;
+  hpu_pw_tile_t pw;      /* F_PW: the pointwise kernel */
 } member_t;
 
 typedef struct group_run {
   const hpu_fused_group_t *g;
+  const hpu_node_t *nodes;
   member_t m[HPU_FUSION_MAX_GROUP];
 } group_run_t;
 
@@ -257,6 +269,12 @@ static void prepare_member(member_t *mb, const hpu_node_t *nd, int64_t numel) {
   memset(mb, 0, sizeof *mb);
   mb->dt = nd->compute_dtype;
   mb->out = hpu_tensor_data(&nd->outputs[0]);
+  if (hpu_op_is_pointwise(nd->op)) {
+    mb->op = F_PW;
+    hpu_pw_tile_prepare(nd, &mb->pw);
+    for (int k = 0; k < nd->num_inputs; k++) mb->in[k] = hpu_tensor_data(&nd->inputs[k]);
+    return;
+  }
   mb->in[0] = hpu_tensor_data(&nd->inputs[0]);
   if (numel != 1 && hpu_tensor_numel(&nd->inputs[0]) == 1) {
     mb->a_scalar = 1;
@@ -316,6 +334,47 @@ static const float *operand(const group_run_t *r, int m, int k, int64_t start, i
     }                                                                                \
   } while (0)
 
+/* Math operand k of pointwise member m: a tile, memory, or a constant. */
+static const float *pw_operand(const group_run_t *r, int m, int k, int64_t start, int len,
+                               float tiles[][TILE], float *scratch) {
+  const member_t *mb = &r->m[m];
+  int input = mb->pw.input_of[k];
+  float v;
+  if (input < 0) {
+    v = mb->pw.scalar[k];
+  } else if (r->g->src[m][input] < 0 && r->g->numel != 1 &&
+             hpu_tensor_numel(&r->nodes[r->g->first + m].inputs[input]) == 1) {
+    v = hpu_load_f32(mb->in[input], mb->dt); /* a broadcast one-element tensor */
+  } else {
+    return operand(r, m, input, start, len, tiles, scratch);
+  }
+  for (int i = 0; i < len; i++) scratch[i] = v;
+  return scratch;
+}
+
+static void store_member(const group_run_t *r, int m, int64_t start, int len, float *o) {
+  const member_t *mb = &r->m[m];
+  if (mb->dt != HPU_FLOAT32)
+    for (int i = 0; i < len; i++) o[i] = hpu_round_to(o[i], mb->dt);
+  if (r->g->store[m]) {
+    if (mb->dt == HPU_FLOAT32) {
+      memcpy((float *)mb->out + start, o, (size_t)len * sizeof(float));
+    } else {
+      size_t es = hpu_dtype_size(mb->dt);
+      for (int i = 0; i < len; i++) hpu_store_f32(mb->out + (size_t)(start + i) * es, mb->dt, o[i]);
+    }
+  }
+}
+
+static void run_pw_member(const group_run_t *r, int m, int64_t start, int len, float tiles[][TILE],
+                          float scratch[][TILE]) {
+  const member_t *mb = &r->m[m];
+  const float *ops[3] = {NULL, NULL, NULL};
+  for (int k = 0; k < mb->pw.arity; k++) ops[k] = pw_operand(r, m, k, start, len, tiles, scratch[k]);
+  hpu_pw_tile_run(&mb->pw, len, tiles[m], ops[0], ops[1], ops[2]);
+  store_member(r, m, start, len, tiles[m]);
+}
+
 static void run_member(const group_run_t *r, int m, int64_t start, int len, float tiles[][TILE],
                        float *s0, float *s1) {
   const member_t *mb = &r->m[m];
@@ -331,32 +390,28 @@ static void run_member(const group_run_t *r, int m, int64_t start, int len, floa
     case F_MUL: FUSED_LOOPS(x * y); break;
     case F_DIV: FUSED_LOOPS(x / y); break;
     case F_RELU: FUSED_LOOPS(x < 0 ? 0.0f : x); break;
+    case F_PW: break; /* run_pw_member */
   }
-  if (mb->dt != HPU_FLOAT32)
-    for (int i = 0; i < len; i++) o[i] = hpu_round_to(o[i], mb->dt);
-  if (r->g->store[m]) {
-    if (mb->dt == HPU_FLOAT32) {
-      memcpy((float *)mb->out + start, o, (size_t)len * sizeof(float));
-    } else {
-      size_t es = hpu_dtype_size(mb->dt);
-      for (int i = 0; i < len; i++) hpu_store_f32(mb->out + (size_t)(start + i) * es, mb->dt, o[i]);
-    }
-  }
+  store_member(r, m, start, len, o);
 }
 
 static void run_range(void *ctx, int64_t begin, int64_t end) {
   const group_run_t *r = ctx;
   float tiles[HPU_FUSION_MAX_GROUP][TILE];
-  float s0[TILE], s1[TILE];
+  float scratch[3][TILE];
   for (int64_t t = begin; t < end; t += TILE) {
     int len = (int)(end - t < TILE ? end - t : TILE);
-    for (int m = 0; m < r->g->count; m++) run_member(r, m, t, len, tiles, s0, s1);
+    for (int m = 0; m < r->g->count; m++) {
+      if (r->m[m].op == F_PW) run_pw_member(r, m, t, len, tiles, scratch);
+      else run_member(r, m, t, len, tiles, scratch[0], scratch[1]);
+    }
   }
 }
 
 static void run_group(const hpu_fused_group_t *g, const hpu_node_t *nodes) {
   group_run_t r;
   r.g = g;
+  r.nodes = nodes;
   for (int m = 0; m < g->count; m++) prepare_member(&r.m[m], &nodes[g->first + m], g->numel);
   hpu_parallel_for(g->numel, 32768, run_range, &r);
 }

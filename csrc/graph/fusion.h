@@ -1,7 +1,9 @@
 /* Elementwise fusion for lazy-mode graphs.
  *
- * A run of consecutive elementwise nodes over the same number of contiguous
- * elements becomes one pass over memory: each thread walks its range in
+ * A run of consecutive elementwise nodes (the arithmetic ops, relu, and the
+ * pointwise family's float ops: activations and their backwards, math,
+ * clamp/where/lerp/addcmul...) over the same number of contiguous elements,
+ * every operand in the compute dtype, becomes one pass over memory: each thread walks its range in
  * cache-sized tiles and evaluates every node of the run on the tile before
  * moving on, so an intermediate is read back from cache, and is not written
  * to memory at all when nobody holds it after the graph. */

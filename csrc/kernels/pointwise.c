@@ -817,3 +817,55 @@ hpu_status_t hpu_execute_pointwise(const hpu_node_t *node) {
   run_elementwise(node);
   return HPU_SUCCESS;
 }
+
+/* Tiles for lazy-mode fusion (kernels/pw_tile.h) ------------------------------ */
+
+#include "kernels/pw_tile.h"
+
+_Static_assert(sizeof(pw_ctx_t) <= HPU_PW_TILE_CTX_BYTES, "grow HPU_PW_TILE_CTX_BYTES");
+
+int hpu_pw_tile_supported(const hpu_node_t *node) {
+  int arity = arity_of(node->op);
+  hpu_dtype_t c = node->compute_dtype;
+  if (arity < 1 || node->num_outputs != 1) return 0;
+  if (c != HPU_FLOAT32 && c != HPU_BFLOAT16 && c != HPU_FLOAT16) return 0;
+  if (node->outputs[0].dtype != c) return 0;
+  for (int i = 0; i < node->num_inputs; i++)
+    if (node->inputs[i].dtype != c) return 0;
+  return has_kernel(kernel_of(node, FAM_F), FAM_F);
+}
+
+void hpu_pw_tile_prepare(const hpu_node_t *node, hpu_pw_tile_t *t) {
+  const hpu_pointwise_params_t *p = &node->params.pointwise;
+  pw_ctx_t *x = (pw_ctx_t *)t->ctx;
+  memset(t, 0, sizeof *t);
+  x->arity = t->arity = arity_of(node->op);
+  x->cdt = x->dto = node->compute_dtype;
+  x->fam = FAM_F;
+  pw_kernel_t k = kernel_of(node, FAM_F);
+#if HPU_HAVE_ISA_CLONES
+  hpu_isa_t isa = hpu_kernels_isa();
+  x->isa = isa;
+  x->kF = isa == HPU_ISA_AVX512 ? tab_F5[k] : isa == HPU_ISA_AVX2 ? tab_F2[k] : tab_F[k];
+#else
+  x->kF = tab_F[k];
+#endif
+  for (int j = 0; j < 6; j++) x->pF[j] = (float)hpu_scalar_as_double(p->s[j]);
+  int next = 0;
+  for (int j = 0; j < t->arity; j++) {
+    if ((p->scalar_operands >> j) & 1) { /* as run_elementwise */
+      int keep = (node->op == HPU_OP_POW && j == 1) || (node->op == HPU_OP_LERP && j == 2);
+      set_scalar(x, j, p->operand[j], keep);
+      t->scalar[j] = x->sF[j];
+      t->input_of[j] = -1;
+    } else {
+      t->input_of[j] = next++;
+    }
+  }
+}
+
+void hpu_pw_tile_run(const hpu_pw_tile_t *t, int64_t n, float *out, const float *a,
+                     const float *b, const float *c) {
+  const pw_ctx_t *x = (const pw_ctx_t *)t->ctx;
+  x->kF(n, out, a, b, c, x, 0);
+}

@@ -1,4 +1,5 @@
 """Lazy mode: recording, flush points, the recipe cache and its counters."""
+import contextlib
 import copy
 import os
 import subprocess
@@ -15,12 +16,23 @@ from habana_torch.hpu.metrics import metric_global, recompile_reasons
 from conftest import run_python
 
 
+@contextlib.contextmanager
+def lazy_mode(enabled):
+    """Runs the body in lazy (True) or eager (False) mode, then restores the
+    mode the suite runs in (scripts/test.sh runs it in both)."""
+    was = htcore.is_lazy()
+    htcore._set_lazy_mode(enabled)
+    try:
+        yield
+    finally:
+        htcore.mark_step()
+        htcore._set_lazy_mode(was)
+
+
 @pytest.fixture
 def lazy():
-    was = htcore.is_lazy()
-    htcore._set_lazy_mode(True)
-    yield
-    htcore._set_lazy_mode(was)
+    with lazy_mode(True):
+        yield
 
 
 def stats(name):
@@ -107,12 +119,10 @@ def test_lazy_training_equals_eager_and_cpu():
     batches = make_batches()
     torch.manual_seed(0)
     model = copy.deepcopy(MODEL)
-    eager_losses, eager_model = train("hpu", model, batches, False)
-    htcore._set_lazy_mode(True)
-    try:
+    with lazy_mode(False):
+        eager_losses, eager_model = train("hpu", model, batches, False)
+    with lazy_mode(True):
         lazy_losses, lazy_model = train("hpu", model, batches, True)
-    finally:
-        htcore._set_lazy_mode(False)
     cpu_losses, _ = train("cpu", model, batches, False)
     assert lazy_losses == eager_losses  # same kernels, same order: bitwise
     for p_l, p_e in zip(lazy_model.parameters(), eager_model.parameters()):
@@ -191,20 +201,54 @@ def test_fused_chain_equals_eager_bitwise(dtype, n):
     g = torch.Generator().manual_seed(0)
     x, y = torch.randn(n, generator=g).to(dtype), torch.randn(n, generator=g).to(dtype)
     xh, yh = x.to("hpu"), y.to("hpu")
-    eager = chain(xh, yh).cpu()
-    htcore._set_lazy_mode(True)
-    try:
+    with lazy_mode(False):
+        eager = chain(xh, yh).cpu()
+    with lazy_mode(True):
         before = stats("fusion")
         lazy = chain(xh, yh)
         htcore.mark_step()
         lazy = lazy.cpu()
         after = stats("fusion")
-    finally:
-        htcore._set_lazy_mode(False)
     assert torch.equal(lazy, eager)
     torch.testing.assert_close(lazy, chain(x, y), **({} if dtype == torch.float32 else dict(atol=2e-2, rtol=2e-2)))
     assert after["FusedNodes"] - before["FusedNodes"] >= 6
     assert after["DroppedStores"] - before["DroppedStores"] >= 4  # temporaries never written
+
+
+def gelu_new(x):
+    """transformers' NewGELUActivation (GPT-2): eight elementwise ops."""
+    return 0.5 * x * (1.0 + torch.tanh(0.7978845608028654 * (x + 0.044715 * torch.pow(x, 3.0))))
+
+
+def pointwise_mix(x, y):
+    """Unary, binary and ternary pointwise ops with scalar operands, a
+    one-element tensor and two tensors, mixed with the arithmetic ops."""
+    s = torch.full((), 0.25, dtype=x.dtype, device=x.device)
+    z = torch.sigmoid(x) * torch.exp(-y.abs()) + torch.maximum(x, y * s)
+    z = torch.where(z > 0, z, torch.zeros_like(z))  # comparison output is bool: not fused
+    z = torch.clamp(z, -1.5, 1.5).lerp(y, 0.3)
+    return torch.nn.functional.silu(z).addcmul(x, y, value=0.5).rsqrt().nan_to_num(0.0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("fn,min_fused", [(gelu_new, 8), (pointwise_mix, 10)])
+def test_fused_pointwise_ops_equal_eager_bitwise(fn, min_fused, dtype):
+    g = torch.Generator().manual_seed(1)
+    x, y = (torch.randn(200_003, generator=g) * 3).to(dtype), torch.randn(200_003, generator=g).to(dtype)
+    xh, yh = x.to("hpu"), y.to("hpu")
+    with lazy_mode(False):
+        eager = fn(xh, yh).cpu() if fn is not gelu_new else fn(xh).cpu()
+    with lazy_mode(True):
+        before = stats("fusion")
+        out = fn(xh, yh) if fn is not gelu_new else fn(xh)
+        htcore.mark_step()
+        lazy = out.cpu()
+        after = stats("fusion")
+    assert torch.equal(lazy, eager)
+    cpu = fn(x, y) if fn is not gelu_new else fn(x)
+    torch.testing.assert_close(lazy, cpu, equal_nan=True,
+                               **(dict(atol=1e-5, rtol=1e-4) if dtype == torch.float32 else dict(atol=2e-2, rtol=2e-2)))
+    assert after["FusedNodes"] - before["FusedNodes"] >= min_fused
 
 
 def test_fused_inplace_and_views_equal_eager():
@@ -216,14 +260,12 @@ def test_fused_inplace_and_views_equal_eager():
         d = c * 2 - b[1:]
         return b, c, d
     a = torch.randn(5000).to("hpu")
-    eager = [t.cpu() for t in work(a)]
-    htcore._set_lazy_mode(True)
-    try:
+    with lazy_mode(False):
+        eager = [t.cpu() for t in work(a)]
+    with lazy_mode(True):
         out = work(a)
         htcore.mark_step()
         lazy = [t.cpu() for t in out]
-    finally:
-        htcore._set_lazy_mode(False)
     for e, l in zip(eager, lazy):
         assert torch.equal(e, l)
     ref = [t for t in work(a.cpu())]
@@ -286,18 +328,15 @@ def test_lazy_step_peak_memory_at_most_eager():
     go, exactly as in eager mode; the fused groups allocate nothing more."""
     batches = make_batches(n=3, batch=64)
 
-    def peak(lazy_mode):
-        htcore._set_lazy_mode(lazy_mode)
-        try:
+    def peak(lazy):
+        with lazy_mode(lazy):
             torch.hpu.synchronize()
             torch.hpu.empty_cache()
             torch.hpu.reset_peak_memory_stats()
             base = torch.hpu.memory_allocated()
-            train("hpu", MODEL, batches, lazy_mode)
+            train("hpu", MODEL, batches, lazy)
             torch.hpu.synchronize()
             return torch.hpu.max_memory_allocated() - base
-        finally:
-            htcore._set_lazy_mode(False)
 
     eager, lazy_peak = peak(False), peak(True)
     assert 0 < lazy_peak <= eager, (lazy_peak, eager)
