@@ -12,6 +12,7 @@
 #include "graph/lazy_internal.h"
 #include "hpu/capture.h"
 #include "graph/recipe_cache.h"
+#include "graph/recipe_disk.h"
 #include "graph/signature.h"
 #include "hpu/device.h"
 #include "hpu/graph.h"
@@ -142,13 +143,18 @@ static void compile_or_hit(int device, pending_t *p, hpu_graph_t *g) {
     remember(p, &sig);
   } else {
     hpu_metric_add("recipe_cache_miss", 1);
-    hpu_metric_add("graph_compilation", 1);
-    char why[512];
-    const hpu_signature_t *before = &p->prev[p->position % PREV_SLOTS];
-    hpu_signature_explain(before->len ? before : NULL, &sig, nodes, why, sizeof why);
-    note_reason(device, why);
-    hpu_plan_t *compiled = hpu_plan_build(nodes, n, dead);
-    dump_if_asked(device, nodes, n, compiled, dead, sig.hash);
+    hpu_plan_t *compiled = NULL;
+    int from_disk = hpu_recipe_disk_load(&sig, &compiled);
+    if (!from_disk) {
+      hpu_metric_add("graph_compilation", 1);
+      char why[512];
+      const hpu_signature_t *before = &p->prev[p->position % PREV_SLOTS];
+      hpu_signature_explain(before->len ? before : NULL, &sig, nodes, why, sizeof why);
+      note_reason(device, why);
+      compiled = hpu_plan_build(nodes, n, dead);
+      dump_if_asked(device, nodes, n, compiled, dead, sig.hash);
+      hpu_recipe_disk_store(&sig, compiled);
+    }
     plan = compiled ? hpu_plan_copy(compiled) : NULL;
     hpu_signature_t cached = sig;
     cached.words = malloc(sig.len * sizeof(int64_t));
@@ -160,7 +166,7 @@ static void compile_or_hit(int device, pending_t *p, hpu_graph_t *g) {
       hpu_plan_free(compiled);
     }
     remember(p, &sig);
-    hpu_metric_add("graph_compilation_us", (int64_t)(now_us() - t0));
+    if (!from_disk) hpu_metric_add("graph_compilation_us", (int64_t)(now_us() - t0));
   }
   free(dead);
   if (plan) {

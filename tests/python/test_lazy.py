@@ -350,3 +350,55 @@ def test_lazy_is_the_default_and_eager_is_one_variable_away():
         out = subprocess.run([sys.executable, "-c", code], env={**env, **extra},
                              capture_output=True, text=True, timeout=120)
         assert out.stdout.split() == [want], (extra, out.stderr[-2000:])
+
+
+RECIPE_STEP = """
+    import torch, habana_torch, habana_torch.core as htcore
+    from habana_torch.hpu.metrics import metric_global
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 4)).to("hpu")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(8, 16).to("hpu")
+    for _ in range(3):
+        loss = (model(x) * 2 + 1).relu().sum()
+        loss.backward()
+        htcore.mark_step()
+        opt.step()
+        opt.zero_grad()
+        htcore.mark_step()
+    value = round(loss.item(), 5)
+    c = dict(metric_global("recipe_cache").stats())
+    n = dict(metric_global("graph_compilation").stats())["TotalNumber"]
+    print(n, c["DiskHits"], c["DiskStores"], c["DiskRejected"], value)
+"""
+
+
+def test_recipes_persist_on_disk_across_processes(tmp_path):
+    env = {"PT_HPU_LAZY_MODE": "1", "PT_HPU_RECIPE_CACHE_CONFIG": f"{tmp_path}/recipes,false,64"}
+    first = run_python(RECIPE_STEP, env=env)
+    assert first.returncode == 0, first.stderr[-3000:]
+    compiled, hits, stores, rejected, loss = first.stdout.split()
+    assert int(compiled) >= 2 and int(hits) == 0 and int(stores) == int(compiled)
+    files = list((tmp_path / "recipes").glob("*.recipe"))
+    assert len(files) == int(stores)
+
+    second = run_python(RECIPE_STEP, env=env)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert second.stdout.split() == ["0", compiled, "0", "0", loss]  # nothing compiled
+
+    # Damaged files (truncated, or a flipped last byte: in the plan or the
+    # signature) are ignored (counted), compiled again, and replaced.
+    for i, f in enumerate(files):
+        data = bytearray(f.read_bytes())
+        if i % 2:
+            data = data[:40]
+        else:
+            data[-1] ^= 0x10
+        f.write_bytes(bytes(data))
+    third = run_python(RECIPE_STEP, env=env)
+    assert third.returncode == 0, third.stderr[-3000:]
+    assert third.stdout.split() == [compiled, "0", compiled, compiled, loss]
+
+    # "true" as the second field clears the directory at start.
+    fourth = run_python(RECIPE_STEP, env={**env, "PT_HPU_RECIPE_CACHE_CONFIG": f"{tmp_path}/recipes,true"})
+    assert fourth.stdout.split()[:2] == [compiled, "0"]

@@ -11,6 +11,8 @@
  *   PT_HPU_LAZY_MODE          1 = lazy (the default, as in Gaudi's lazy releases), 0 = eager
  *   PT_HPU_MAX_GRAPH_NODES    flush when a pending graph reaches this size (2048)
  *   PT_HPU_RECIPE_CACHE_SIZE  recipes kept (LRU, 1024)
+ *   PT_HPU_RECIPE_CACHE_CONFIG  dir[,delete at start,max MB]: recipes also
+ *                             persisted on disk and reused by later processes
  *   PT_HPU_LOG_GRAPH_COMPILE  1 = print each compilation and its reason to stderr
  * Counters (hpu/metrics.h): graph_compilation, graph_compilation_us,
  * recipe_cache_hit, recipe_cache_miss, recipe_cache_evict, graph_launch,

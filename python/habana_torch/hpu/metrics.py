@@ -5,7 +5,9 @@ Metrics known here:
                       [("TotalNumber", n), ("FallbackOps", {op: count})]
   graph_compilation   lazy-mode graph compilations (recipe-cache misses):
                       [("TotalNumber", n), ("TotalTime", us), ("AvgTime", us)]
-  recipe_cache        [("Hits", n), ("Misses", n), ("Evictions", n), ("Size", n)]
+  recipe_cache        [("Hits", n), ("Misses", n), ("Evictions", n), ("Size", n),
+                       ("DiskHits", n), ("DiskStores", n), ("DiskRejected", n), ("DiskFull", n)]
+                      (the Disk* ones with PT_HPU_RECIPE_CACHE_CONFIG=dir[,delete,max_MB])
   graph_launch        [("TotalNumber", graphs launched), ("TotalNodes", nodes in them)]
   fusion              [("FusedNodes", nodes run inside fused groups), ("Groups", n),
                        ("DroppedStores", intermediates never written to memory)]
@@ -53,7 +55,13 @@ def _compile_stats():
 
 def _cache_stats():
     return [("Hits", _counter("recipe_cache_hit")), ("Misses", _counter("recipe_cache_miss")),
-            ("Evictions", _counter("recipe_cache_evict")), ("Size", _C._recipe_cache_size())]
+            ("Evictions", _counter("recipe_cache_evict")), ("Size", _C._recipe_cache_size()),
+            # PT_HPU_RECIPE_CACHE_CONFIG: misses served from disk, files
+            # written, files ignored (damaged, foreign), writes refused (full)
+            ("DiskHits", _counter("recipe_cache_disk_hit")),
+            ("DiskStores", _counter("recipe_cache_disk_store")),
+            ("DiskRejected", _counter("recipe_cache_disk_rejected")),
+            ("DiskFull", _counter("recipe_cache_disk_full"))]
 
 
 def _launch_stats():
