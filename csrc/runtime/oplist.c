@@ -1,4 +1,4 @@
-/* Reading op lists (hmp/*.txt and the files users name instead). */
+/* Reading op lists (the .txt files in hmp/ and the files users name instead). */
 #include "hpu/oplist.h"
 
 #include <errno.h>
