@@ -55,6 +55,12 @@ static bool zc_rank_ok(hcclComm_t comm, int li, int b, int root_local) {
   return z->send.valid && (z->recv.valid || (root_local >= 0 && root_local != li));
 }
 
+/* A rank that could take part in a direct path skips staging its first
+ * chunk (mapped card memory, or CMA). */
+static bool direct_ok(hcclComm_t comm, int li, int b, int root_local) {
+  return zc_rank_ok(comm, li, b, root_local) || comm->shm.ctrl[li].zc[b].cma;
+}
+
 /* Zero-copy reduction (every local rank's buffers are in card arenas): rank
  * k reduces slice k straight out of every rank's input and writes the
  * result straight into every rank's output (or the root's), block by block
@@ -90,6 +96,43 @@ static hcclResult_t reduce_zc(hcclComm_t comm, const hccl_op_t *op, int root_loc
     if (root_local < 0)
       for (int k = 0; k < L; k++)
         if (k != me) memcpy(recvs[k] + p * es, dst + p * es, m * es);
+  }
+  hccl_post(comm);
+  return hccl_wait_all_posted(comm, "reduction (waiting for peers to finish in place)");
+}
+
+/* The same with host buffers, through CMA: rank k reads block b of slice k
+ * out of every peer's input into a staging block (still in cache when it
+ * is reduced), reduces into its own output, and writes the block into
+ * every peer's output (or reduces into a staging block and writes it to the
+ * root). */
+static hcclResult_t reduce_cma(hcclComm_t comm, const hccl_op_t *op, int root_local, int b) {
+  const int L = comm->local_n, me = comm->local;
+  const size_t es = hccl_dtype_size(op->dtype);
+  const size_t align = es >= 64 ? 1 : 64 / es;
+  const void *srcs[L];
+  hcclResult_t r;
+  if (!comm->cma_tmp && !(comm->cma_tmp = malloc((size_t)L * HCCL_CMA_BLOCK)))
+    return hccl_err(hcclSystemError, "out of memory");
+  char *out_tmp = comm->cma_tmp + (size_t)me * HCCL_CMA_BLOCK;  /* my slot of tmp is free: the root's result */
+  size_t off, len;
+  hccl_slice(op->count, L, me, align, &off, &len);
+  const size_t blk = HCCL_CMA_BLOCK / es;
+  for (size_t p = off; p < off + len; p += blk) {
+    size_t m = off + len - p < blk ? off + len - p : blk, bytes = m * es;
+    for (int k = 0; k < L; k++) {
+      if (k == me) { srcs[k] = (const char *)op->sendbuff + p * es; continue; }
+      char *t = comm->cma_tmp + (size_t)k * HCCL_CMA_BLOCK;
+      if ((r = hccl_cma_read(comm, k, t, comm->shm.ctrl[k].zc[b].send_va + p * es, bytes)) != hcclSuccess) return r;
+      srcs[k] = t;
+    }
+    char *dst = root_local < 0 || root_local == me ? (char *)op->recvbuff + p * es : out_tmp;
+    hccl_reduce_n(dst, srcs, L, m, op->dtype, op->redop);
+    if (op->redop == hcclAvg) hccl_avg_div(dst, m, op->dtype, comm->nranks);
+    for (int k = 0; k < L; k++) {
+      if (k == me || (root_local >= 0 && root_local != k)) continue;
+      if ((r = hccl_cma_write(comm, k, comm->shm.ctrl[k].zc[b].recv_va + p * es, dst, bytes)) != hcclSuccess) return r;
+    }
   }
   hccl_post(comm);
   return hccl_wait_all_posted(comm, "reduction (waiting for peers to finish in place)");
@@ -133,23 +176,30 @@ static hcclResult_t reduce_staged(hcclComm_t comm, const hccl_op_t *op, int root
        * place; a rank whose buffers can stages its first chunk only if
        * some peer's cannot (one extra barrier in that mixed case). */
       hccl_zc_desc_t *z = &comm->shm.ctrl[me].zc[b];
+      memset(z, 0, sizeof *z);
       if (!hier) {
         hccl_zc_describe(send, op->count * es, &z->send);
         hccl_zc_describe(root_local < 0 || root_local == me ? recv : NULL, op->count * es, &z->recv);
-      } else {
-        memset(z, 0, sizeof *z);
+        z->send_va = (uint64_t)(uintptr_t)send;
+        z->recv_va = (uint64_t)(uintptr_t)recv;
+        z->cma = hccl_cma_usable(comm);
       }
-      zc_mine = zc_rank_ok(comm, me, b, root_local);
+      zc_mine = direct_ok(comm, me, b, root_local);
     }
     if (!zc_mine) memcpy(hccl_slot(&comm->shm, me, b), send + pos * es, n * es);
     hccl_post(comm);
     if ((r = hccl_wait_all_posted(comm, "reduction (waiting for peers' data)")) != hcclSuccess) return r;
     if (pos == 0) {
       if ((r = hccl_desc_check(comm, b)) != hcclSuccess) return r;
-      int ok = 0;
-      for (int k = 0; k < L; k++) ok += zc_rank_ok(comm, k, b, root_local);
-      if (ok == L) return reduce_zc(comm, op, root_local, b);
-      if (ok > 0) {  /* mixed: the zero-copy ranks stage now */
+      int zc = 0, cma = 0, direct = 0;
+      for (int k = 0; k < L; k++) {
+        zc += zc_rank_ok(comm, k, b, root_local);
+        cma += comm->shm.ctrl[k].zc[b].cma;
+        direct += direct_ok(comm, k, b, root_local);
+      }
+      if (zc == L) return reduce_zc(comm, op, root_local, b);
+      if (cma == L) return reduce_cma(comm, op, root_local, b);
+      if (direct > 0) {  /* mixed: the ranks that did not stage stage now */
         if (zc_mine) memcpy(hccl_slot(&comm->shm, me, b), send, n * es);
         hccl_post(comm);
         if ((r = hccl_wait_all_posted(comm, "reduction (waiting for peers' data)")) != hcclSuccess) return r;

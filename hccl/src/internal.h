@@ -104,6 +104,8 @@ typedef struct hccl_zc_buf {
 } hccl_zc_buf_t;
 typedef struct hccl_zc_desc {
   hccl_zc_buf_t send, recv;
+  uint64_t send_va, recv_va;   /* the buffers' addresses in the owner (for CMA) */
+  int32_t cma, pad;            /* the owner can read and write every local peer's memory (CMA) */
 } hccl_zc_desc_t;
 
 /* Per local rank control block: each field that another rank polls gets its
@@ -113,6 +115,7 @@ typedef struct hccl_shm_ctrl {
   _Alignas(HCCL_CACHELINE) atomic_uint wake;   /* futex word this rank sleeps on */
   atomic_int sleeping;
   int32_t pid;
+  uint64_t probe_va;           /* address of a known word in this process (CMA probe) */
   _Alignas(HCCL_CACHELINE) hccl_op_desc_t desc[2]; /* by round parity */
   hccl_zc_desc_t zc[2];                         /* zero-copy: where this rank's buffers live */
 } hccl_shm_ctrl_t;
@@ -179,7 +182,9 @@ struct hcclComm {
   int **host_ranks;            /* [nhosts][local_n] when uniform */
 
   hccl_shm_t shm;
-  struct hccl_zc_map *zc_maps; /* [local_n * HCCL_ZC_MAPS]: peers' arenas mapped here */
+  struct hccl_zc_map *zc_maps;
+  int cma_state;               /* 0 untested, 1 CMA to every local peer works, -1 not */
+  char *cma_tmp;               /* staging blocks of the CMA path */ /* [local_n * HCCL_ZC_MAPS]: peers' arenas mapped here */
   int *pidfd;                  /* [local_n] */
   int listen_fd;
   int *sock;                   /* [nranks], -1 for local peers */
@@ -307,6 +312,14 @@ bool hccl_zc_all(hcclComm_t comm, int b, bool need_send, bool need_recv, int roo
 /* The address, in this process, of local rank li's buffer. */
 hcclResult_t hccl_zc_addr(hcclComm_t comm, int li, const hccl_zc_buf_t *b, char **out);
 void hccl_zc_teardown(hcclComm_t comm);
+
+/* Cross-memory attach (cma.c): process_vm_readv/writev between local ranks,
+ * for host buffers (one kernel copy, no staging through the segment). */
+#define HCCL_CMA_BLOCK (256u << 10)
+extern const uint64_t hccl_cma_probe_word;
+bool hccl_cma_usable(hcclComm_t comm);   /* tested once per communicator */
+hcclResult_t hccl_cma_read(hcclComm_t comm, int li, void *dst, uint64_t src_va, size_t n);
+hcclResult_t hccl_cma_write(hcclComm_t comm, int li, uint64_t dst_va, const void *src, size_t n);
 
 /* ---- reductions (reduce_ops.c) ---- */
 /* dst[i] = srcs[0][i] op ... op srcs[nsrc-1][i]; dst may alias any source. */
