@@ -473,6 +473,34 @@ static void test_device_zerocopy(void) {
   do_zc_allreduce(hcclFloat32, hcclSum, (3u << 20) + 1, 0, 0);
   do_zc_allreduce(hcclBfloat16, hcclAvg, (1u << 20) + 9, 1, g_size - 1);
   do_zc_allreduce(hcclFloat32, hcclSum, (4u << 20) + 7, 1, -1);
+  /* allgather and broadcast of device buffers, in place and not, and with
+   * rank 0 on host memory (the mixed fallback) */
+  for (int host_rank = -1; host_rank <= 0; host_rank++)
+    for (int ip = 0; ip < 2; ip++) {
+      size_t count = (1u << 18) + 3, total = count * (size_t)g_size;
+      int host = g_rank == host_rank;
+      float *s = NULL, *o = NULL, *w = xmalloc(total * 4);
+      if (host) o = xmalloc(total * 4);
+      else CU_ASSERT_EQUAL_FATAL(hpu_malloc(0, total * 4, (void **)&o), HPU_SUCCESS);
+      if (ip) s = o + (size_t)g_rank * count;
+      else if (host) s = xmalloc(count * 4);
+      else CU_ASSERT_EQUAL_FATAL(hpu_malloc(0, count * 4, (void **)&s), HPU_SUCCESS);
+      for (int k = 0; k < g_size; k++) ht_fill(w + (size_t)k * count, hcclFloat32, hcclSum, k, count, 0);
+      memset(o, 0x5a, total * 4);
+      ht_fill(s, hcclFloat32, hcclSum, g_rank, count, 0);
+      CHECK_HCCL(hcclAllGather(s, o, count, hcclFloat32, g_comm, NULL));
+      report_wrong(host_rank < 0 ? "zero-copy allgather" : "mixed allgather", hcclFloat32, -1, total, ip,
+                   ht_count_wrong(o, w, hcclFloat32, total));
+      /* broadcast from the last rank, in place on the gathered buffer */
+      ht_fill(w, hcclFloat32, hcclSum, 77, total, 0);
+      if (g_rank == g_size - 1) memcpy(o, w, total * 4);
+      CHECK_HCCL(hcclBroadcast(o, o, total, hcclFloat32, g_size - 1, g_comm, NULL));
+      report_wrong(host_rank < 0 ? "zero-copy broadcast" : "mixed broadcast", hcclFloat32, -1, total, 1,
+                   ht_count_wrong(o, w, hcclFloat32, total));
+      if (!ip) { if (host) free(s); else hpu_free(0, s); }
+      if (host) free(o); else hpu_free(0, o);
+      free(w);
+    }
   /* reduce: only the root's output is written */
   for (int ri = 0; ri < 2; ri++)
     for (int ip = 0; ip < 2; ip++) {
