@@ -70,6 +70,7 @@ coll() {   # coll NP [extra env...]
 step "collectives, 2 ranks" coll 2
 step "collectives, 4 ranks" coll 4
 step "collectives, 8 ranks (oversubscribed)" coll 8
+step "collectives, 3 ranks, host buffers through CMA (HCCL_CMA=1)" coll 3 -x HCCL_CMA=1
 
 # hcclCommInitAll: one process, four cards, one thread driving them
 initall() { timeout 600 "$1/tests/c/hccl/test_hccl_initall" 2>&1 | grep -vE "^\s*$|CUnit|sourceforge"; return "${PIPESTATUS[0]}"; }
@@ -177,7 +178,7 @@ if [ -n "${HCCL_ASAN_BUILD:-}" ]; then
     asan_coll() {
       local port=$((20000 + RANDOM % 20000)) pids=() rc=0
       for r in 0 1 2; do
-        HCCL_COMM_ID=127.0.0.1:$port HCCL_TEST_RANK=$r HCCL_TEST_NRANKS=3 HCCL_TEST_LEVEL=quick \
+        HCCL_COMM_ID=127.0.0.1:$port HCCL_TEST_RANK=$r HCCL_TEST_NRANKS=3 HCCL_TEST_LEVEL=quick HCCL_CMA=1 \
           timeout 900 "$1/tests/c/hccl/test_hccl_coll" >/tmp/hccl-asan-coll-$$-$r.log 2>&1 &
         pids+=($!)
       done
@@ -188,7 +189,7 @@ if [ -n "${HCCL_ASAN_BUILD:-}" ]; then
       return $rc
     }
     cmake --build "$HCCL_ASAN_BUILD" -j2 --target test_hccl_coll >/dev/null 2>&1 &&
-      step "collectives under ASan/UBSan (leak check), 3 ranks" asan_coll "$HCCL_ASAN_BUILD"
+      step "collectives under ASan/UBSan (leak check), 3 ranks, CMA on" asan_coll "$HCCL_ASAN_BUILD"
     step "faults under ASan/UBSan" faults "$HCCL_ASAN_BUILD"
     asan_initall() { initall "$1" >/tmp/hccl-asan-initall-$$.log; local rc=$?; grep -E "Test:|tests " /tmp/hccl-asan-initall-$$.log
       grep -hE "ERROR: (Address|Leak)Sanitizer|runtime error|SUMMARY" /tmp/hccl-asan-initall-$$.log && rc=1
