@@ -501,6 +501,27 @@ static void test_device_zerocopy(void) {
       if (host) free(o); else hpu_free(0, o);
       free(w);
     }
+  /* reducescatter of device buffers, in place and not, and mixed */
+  for (int host_rank = -1; host_rank <= 0; host_rank++)
+    for (int ip = 0; ip < 2; ip++) {
+      size_t count = (1u << 17) + 5, total = count * (size_t)g_size;
+      int host = g_rank == host_rank;
+      int32_t *s = NULL, *o = NULL, *w = xmalloc(total * 4);
+      if (host) s = xmalloc(total * 4);
+      else CU_ASSERT_EQUAL_FATAL(hpu_malloc(0, total * 4, (void **)&s), HPU_SUCCESS);
+      if (ip) o = s + (size_t)g_rank * count;
+      else if (host) o = xmalloc(count * 4);
+      else CU_ASSERT_EQUAL_FATAL(hpu_malloc(0, count * 4, (void **)&o), HPU_SUCCESS);
+      ht_fill(s, hcclInt32, hcclSum, g_rank, total, 0);
+      ht_expected(w, hcclInt32, hcclSum, g_size, total, 0);
+      if (!ip) memset(o, 0x5a, count * 4);
+      CHECK_HCCL(hcclReduceScatter(s, o, count, hcclInt32, hcclSum, g_comm, NULL));
+      report_wrong(host_rank < 0 ? "zero-copy reducescatter" : "mixed reducescatter", hcclInt32, hcclSum, count, ip,
+                   ht_count_wrong(o, w + (size_t)g_rank * count, hcclInt32, count));
+      if (!ip) { if (host) free(o); else hpu_free(0, o); }
+      if (host) free(s); else hpu_free(0, s);
+      free(w);
+    }
   /* reduce: only the root's output is written */
   for (int ri = 0; ri < 2; ri++)
     for (int ip = 0; ip < 2; ip++) {
