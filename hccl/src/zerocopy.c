@@ -110,14 +110,15 @@ static hcclResult_t map_peer(hcclComm_t comm, int li, const hccl_zc_buf_t *b, hc
 
 hcclResult_t hccl_zc_addr(hcclComm_t comm, int li, const hccl_zc_buf_t *b, char **out) {
   if (li == comm->local) {
-    /* My own buffer: the arena's address in this process. */
-    int fd, dev;
-    uint64_t ino;
-    char *base;
-    size_t bytes;
-    for (dev = 0; dev < ZC_CARDS; dev++)
-      if (own_arena(dev, &fd, &ino, &base, &bytes) && ino == b->ino) break;
-    if (dev == ZC_CARDS) return hccl_err(hcclInternalError, "zero-copy: my own buffer's arena is gone");
+    /* My own buffer: the arena's address in this process. Only arenas
+     * hccl_zc_describe already looked up are searched (looking up another
+     * card would create its arena). */
+    char *base = NULL;
+    pthread_mutex_lock(&own_mu);
+    for (int dev = 0; dev < ZC_CARDS && !base; dev++)
+      if (own[dev].state == 1 && own[dev].ino == b->ino) base = own[dev].base;
+    pthread_mutex_unlock(&own_mu);
+    if (!base) return hccl_err(hcclInternalError, "zero-copy: my own buffer's arena is unknown");
     *out = base + b->off;
     return hcclSuccess;
   }
