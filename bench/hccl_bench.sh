@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # HCCL allreduce vs torch.distributed gloo vs OpenMPI's MPI_Allreduce, in one
-# run, at 2, 4 and 8 ranks, 8 B to 256 MB (float32 sum, host memory), plus
+# run, at 2, 4 and 8 ranks, 8 B to 256 MB (float32 sum, host memory; hccl
+# also on device buffers, nccl-tests' setting), plus
 # this machine's copy bandwidth for the memory-bandwidth bound.
 # Usage: bench/hccl_bench.sh [BUILD_DIR] [OUT.md]   (BUILD_DIR has hccl_perf)
 set -eu
@@ -23,6 +24,9 @@ for n in $RANKS; do
   # two sweeps: 8 B, then 64 B .. 256 MB by 4x (hits 64 KB, 1 MB, 64 MB)
   { "${MPIRUN[@]}" -np "$n" "$BUILD/hccl/hccl_perf" -b 8 -e 8 -i 0
     "${MPIRUN[@]}" -np "$n" "$BUILD/hccl/hccl_perf" -b 64 -e 256M -f 4 -i 0; } 2>&1 | tee "$W/hccl_$n.txt"
+  # the same on device buffers (card arenas: the zero-copy path past 64 KB)
+  { "${MPIRUN[@]}" -np "$n" "$BUILD/hccl/hccl_perf" -b 8 -e 8 -i 0 -m device
+    "${MPIRUN[@]}" -np "$n" "$BUILD/hccl/hccl_perf" -b 64 -e 256M -f 4 -i 0 -m device; } 2>&1 | tee "$W/hccl_dev_$n.txt"
   { "${MPIRUN[@]}" -np "$n" "$W/mpi_allreduce" 8 8 2
     "${MPIRUN[@]}" -np "$n" "$W/mpi_allreduce" 64 268435456 4; } 2>&1 | tee "$W/mpi_$n.txt"
   { python3 "$ROOT/bench/hccl_gloo_allreduce.py" "$n" 8 8 2

@@ -3,6 +3,7 @@ HCCL section: per rank count, time per allreduce for hccl, gloo and MPI,
 the ratios, and at 64 MB the memory-bandwidth bound of the direct design.
 Usage: python bench/hccl_bench_report.py RAW_DIR 2 4 8"""
 import re
+import os
 import sys
 
 
@@ -38,24 +39,28 @@ def main():
         h = table(f"{raw}/hccl_{n}.txt", 0, 5)
         m = table(f"{raw}/mpi_{n}.txt", 0, 1)
         g = table(f"{raw}/gloo_{n}.txt", 0, 1)
-        print(f"#### {n} ranks (float32 sum, host memory, time per allreduce in us)\n")
-        print("| size | hccl | gloo | OpenMPI | hccl vs gloo | hccl vs MPI | hccl busbw GB/s |")
-        print("|---:|---:|---:|---:|---:|---:|---:|")
+        dpath = f"{raw}/hccl_dev_{n}.txt"
+        d = table(dpath, 0, 5) if os.path.exists(dpath) else {}
+        print(f"#### {n} ranks (float32 sum, time per allreduce in us; hccl on host memory and on device buffers)\n")
+        print("| size | hccl host | hccl device | gloo | OpenMPI | host vs gloo | device vs gloo | host vs MPI | device vs MPI |")
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        fmt = lambda v, f: f.format(v) if v else "-"
         for s in sorted(h):
-            hs, gs, ms = h[s], g.get(s), m.get(s)
-            busbw = s / hs / 1e3 * 2 * (n - 1) / n
-            print(f"| {human(s)} | {hs:.2f} | {gs:.1f} | {ms:.2f} | {gs / hs:.1f}x | {ms / hs:.2f}x | {busbw:.2f} |"
-                  if gs and ms else f"| {human(s)} | {hs:.2f} | - | - | - | - | {busbw:.2f} |")
+            hs, ds, gs, ms = h[s], d.get(s), g.get(s), m.get(s)
+            ratio = lambda a, b: f"{a / b:.2f}x" if a and b else "-"
+            print(f"| {human(s)} | {hs:.2f} | {fmt(ds, '{:.2f}')} | {fmt(gs, '{:.1f}')} | {fmt(ms, '{:.2f}')} | "
+                  f"{ratio(gs, hs)} | {ratio(gs, ds)} | {ratio(ms, hs)} | {ratio(ms, ds)} |")
         s64 = 64 << 20
         if s64 in h:
             tmin = (3 * n - 1) * s64 / (2 * bw * 1e9) * 1e6
+            dev = f", device {d[s64]:.0f} us = **{100 * tmin / d[s64]:.0f}%**" if s64 in d else ""
             print(f"\n64 MB: bound t_min = (3*{n}-1) * 64 MB / (2 * {bw:.2f} GB/s) = {tmin:.0f} us; "
-                  f"hccl {h[s64]:.0f} us = **{100 * tmin / h[s64]:.0f}% of the bound**.\n")
-        lat = [(s, g[s] / h[s]) for s in h if s <= 65536 and s in g]
-        big = [(s, g[s] / h[s], m[s] / h[s]) for s in h if s >= (1 << 20) and s in g and s in m]
-        if lat:
-            print(f"Up to 64 KB: hccl/gloo speedup min {min(r for _, r in lat):.1f}x. "
-                  f"From 1 MB: vs gloo min {min(r for _, r, _ in big):.1f}x, vs MPI min {min(r for _, _, r in big):.2f}x.\n")
-
+                  f"hccl host {h[s64]:.0f} us = **{100 * tmin / h[s64]:.0f}% of the bound**{dev}.\n")
+        for name, x in (("host", h), ("device", d)):
+            lat = [g[s] / x[s] for s in x if s <= 65536 and s in g]
+            big = [(g[s] / x[s], m[s] / x[s]) for s in x if s >= (1 << 20) and s in g and s in m]
+            if lat and big:
+                print(f"hccl {name}: up to 64 KB vs gloo min {min(lat):.1f}x; from 1 MB vs gloo min "
+                      f"{min(r for r, _ in big):.1f}x, vs MPI min {min(r for _, r in big):.2f}x.\n")
 
 main()

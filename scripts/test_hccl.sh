@@ -19,7 +19,7 @@ BUILD=${1:-/tmp/hccl-test-build}
 if [ ! -f "$BUILD/CMakeCache.txt" ]; then
   cmake -S "$ROOT" -B "$BUILD" -DHPU_BUILD_EXTENSION=OFF -DHPU_BUILD_TESTS=ON >/dev/null || exit 1
 fi
-cmake --build "$BUILD" -j2 --target test_hccl_coll test_hccl_faults test_hccl_soak hccl_perf >/dev/null ||
+cmake --build "$BUILD" -j2 --target test_hccl_coll test_hccl_faults test_hccl_soak test_hccl_initall hccl_perf >/dev/null ||
   { echo "test_hccl.sh: build failed in $BUILD"; cmake --build "$BUILD" -j2 --target test_hccl_coll 2>&1 | grep -E "error" | head -20; exit 1; }
 T=$BUILD/tests/c/hccl
 MPIRUN=(timeout 900 mpirun --oversubscribe --bind-to none)   # timeout: a hang is a failure
@@ -70,6 +70,11 @@ coll() {   # coll NP [extra env...]
 step "collectives, 2 ranks" coll 2
 step "collectives, 4 ranks" coll 4
 step "collectives, 8 ranks (oversubscribed)" coll 8
+step "collectives, 3 ranks, host buffers through CMA (HCCL_CMA=1)" coll 3 -x HCCL_CMA=1
+
+# hcclCommInitAll: one process, four cards, one thread driving them
+initall() { timeout 600 "$1/tests/c/hccl/test_hccl_initall" 2>&1 | grep -vE "^\s*$|CUnit|sourceforge"; return "${PIPESTATUS[0]}"; }
+step "hcclCommInitAll, 4 cards in one process" initall "$BUILD"
 
 # ---- 2. two hosts ----------------------------------------------------------
 loopback_hosts() {   # ranks per "host" as arguments, e.g. 2 2 or 3 1
@@ -167,13 +172,13 @@ asan_soak() {   # without mpirun: MPI's own allocations would drown LeakSanitize
 }
 
 if [ -n "${HCCL_ASAN_BUILD:-}" ]; then
-  if cmake --build "$HCCL_ASAN_BUILD" -j2 --target test_hccl_soak test_hccl_faults >/dev/null 2>&1; then
+  if cmake --build "$HCCL_ASAN_BUILD" -j2 --target test_hccl_soak test_hccl_faults test_hccl_initall >/dev/null 2>&1; then
     export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
     step "soak under ASan/UBSan (leak check), 2 ranks" asan_soak "$HCCL_ASAN_BUILD" 1000
     asan_coll() {
       local port=$((20000 + RANDOM % 20000)) pids=() rc=0
       for r in 0 1 2; do
-        HCCL_COMM_ID=127.0.0.1:$port HCCL_TEST_RANK=$r HCCL_TEST_NRANKS=3 HCCL_TEST_LEVEL=quick \
+        HCCL_COMM_ID=127.0.0.1:$port HCCL_TEST_RANK=$r HCCL_TEST_NRANKS=3 HCCL_TEST_LEVEL=quick HCCL_CMA=1 \
           timeout 900 "$1/tests/c/hccl/test_hccl_coll" >/tmp/hccl-asan-coll-$$-$r.log 2>&1 &
         pids+=($!)
       done
@@ -184,8 +189,12 @@ if [ -n "${HCCL_ASAN_BUILD:-}" ]; then
       return $rc
     }
     cmake --build "$HCCL_ASAN_BUILD" -j2 --target test_hccl_coll >/dev/null 2>&1 &&
-      step "collectives under ASan/UBSan (leak check), 3 ranks" asan_coll "$HCCL_ASAN_BUILD"
+      step "collectives under ASan/UBSan (leak check), 3 ranks, CMA on" asan_coll "$HCCL_ASAN_BUILD"
     step "faults under ASan/UBSan" faults "$HCCL_ASAN_BUILD"
+    asan_initall() { initall "$1" >/tmp/hccl-asan-initall-$$.log; local rc=$?; grep -E "Test:|tests " /tmp/hccl-asan-initall-$$.log
+      grep -hE "ERROR: (Address|Leak)Sanitizer|runtime error|SUMMARY" /tmp/hccl-asan-initall-$$.log && rc=1
+      rm -f /tmp/hccl-asan-initall-$$.log; return $rc; }
+    step "hcclCommInitAll under ASan/UBSan" asan_initall "$HCCL_ASAN_BUILD"
   else
     echo "!!! HCCL_ASAN_BUILD=$HCCL_ASAN_BUILD does not build"
     FAILED+=("ASan build")

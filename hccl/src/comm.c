@@ -60,6 +60,8 @@ void hccl_comm_fail(hcclComm_t comm, hcclResult_t r, const char *msg) {
 
 static void comm_free(hcclComm_t comm) {
   hccl_net_teardown(comm);
+  hccl_zc_teardown(comm);
+  free(comm->cma_tmp);
   hccl_shm_teardown(comm);
   for (int i = 0; comm->pidfd && i < comm->local_n; i++)
     if (comm->pidfd[i] >= 0) close(comm->pidfd[i]);

@@ -14,7 +14,7 @@
 
 #define HCCL_MAGIC 0x48434331u        /* "HCC1" on the wire and in shm */
 #define HCCL_ID_MAGIC 0x4843434c49446964ull
-#define HCCL_PROTO_VERSION 3u
+#define HCCL_PROTO_VERSION 4u
 #define HCCL_CACHELINE 64
 #define HCCL_MAX_RANKS 4096
 
@@ -95,6 +95,19 @@ typedef struct hccl_op_desc {
   uint64_t seq;
 } hccl_op_desc_t;
 
+/* Zero-copy (zerocopy.c): a buffer inside a card's arena, a memfd that local
+ * peers map through /proc/PID/fd/FD. valid is 0 for host memory. */
+typedef struct hccl_zc_buf {
+  int32_t valid, fd;
+  uint64_t ino;                /* the memfd's inode: guards against fd reuse */
+  uint64_t arena_bytes, off;
+} hccl_zc_buf_t;
+typedef struct hccl_zc_desc {
+  hccl_zc_buf_t send, recv;
+  uint64_t send_va, recv_va;   /* the buffers' addresses in the owner (for CMA) */
+  int32_t cma, pad;            /* the owner can read and write every local peer's memory (CMA) */
+} hccl_zc_desc_t;
+
 /* Per local rank control block: each field that another rank polls gets its
  * own cache line. */
 typedef struct hccl_shm_ctrl {
@@ -102,8 +115,9 @@ typedef struct hccl_shm_ctrl {
   _Alignas(HCCL_CACHELINE) atomic_uint wake;   /* futex word this rank sleeps on */
   atomic_int sleeping;
   int32_t pid;
+  uint64_t probe_va;           /* address of a known word in this process (CMA probe) */
   _Alignas(HCCL_CACHELINE) hccl_op_desc_t desc[2]; /* by round parity */
-  uint64_t zc_addr[2][2];                       /* zero-copy: region offsets, unused */
+  hccl_zc_desc_t zc[2];                         /* zero-copy: where this rank's buffers live */
 } hccl_shm_ctrl_t;
 
 /* A one-way channel between two local ranks: two slots of mbox_bytes. */
@@ -168,6 +182,9 @@ struct hcclComm {
   int **host_ranks;            /* [nhosts][local_n] when uniform */
 
   hccl_shm_t shm;
+  struct hccl_zc_map *zc_maps;
+  int cma_state;               /* 0 untested, 1 CMA to every local peer works, -1 not */
+  char *cma_tmp;               /* staging blocks of the CMA path */ /* [local_n * HCCL_ZC_MAPS]: peers' arenas mapped here */
   int *pidfd;                  /* [local_n] */
   int listen_fd;
   int *sock;                   /* [nranks], -1 for local peers */
@@ -276,6 +293,33 @@ hcclResult_t hccl_p2p_run(hcclComm_t comm, hccl_p2p_t *ops, int n);
 hcclResult_t hccl_net_setup(hcclComm_t comm, int64_t deadline);
 void hccl_net_teardown(hcclComm_t comm);
 hcclResult_t hccl_generic_collective(hcclComm_t comm, const hccl_op_t *op);
+
+/* ---- zero-copy between local ranks (zerocopy.c) ---- */
+#define HCCL_ZC_MAPS 4
+typedef struct hccl_zc_map {
+  int fd;
+  uint64_t ino;
+  size_t bytes;
+  char *base;
+} hccl_zc_map_t;
+/* Fills *b for a buffer of `bytes` at p: valid only when it lies in one
+ * card arena of this process (and zero-copy is enabled). */
+void hccl_zc_describe(const void *p, size_t bytes, hccl_zc_buf_t *b);
+/* True when every local rank published valid buffers in round b (need_send,
+ * need_recv: which of them the operation reads on that rank; root_local
+ * >= 0 limits need_recv to the root). */
+bool hccl_zc_all(hcclComm_t comm, int b, bool need_send, bool need_recv, int root_local);
+/* The address, in this process, of local rank li's buffer. */
+hcclResult_t hccl_zc_addr(hcclComm_t comm, int li, const hccl_zc_buf_t *b, char **out);
+void hccl_zc_teardown(hcclComm_t comm);
+
+/* Cross-memory attach (cma.c): process_vm_readv/writev between local ranks,
+ * for host buffers (one kernel copy, no staging through the segment). */
+#define HCCL_CMA_BLOCK (256u << 10)
+extern const uint64_t hccl_cma_probe_word;
+bool hccl_cma_usable(hcclComm_t comm);   /* tested once per communicator */
+hcclResult_t hccl_cma_read(hcclComm_t comm, int li, void *dst, uint64_t src_va, size_t n);
+hcclResult_t hccl_cma_write(hcclComm_t comm, int li, uint64_t dst_va, const void *src, size_t n);
 
 /* ---- reductions (reduce_ops.c) ---- */
 /* dst[i] = srcs[0][i] op ... op srcs[nsrc-1][i]; dst may alias any source. */

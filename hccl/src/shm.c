@@ -122,6 +122,7 @@ hcclResult_t hccl_shm_setup(hcclComm_t comm) {
   s->slot_bytes = slot;
   s->mbox_bytes = mbox;
   s->ctrl[comm->local].pid = (int32_t)getpid();
+  s->ctrl[comm->local].probe_va = (uint64_t)(uintptr_t)&hccl_cma_probe_word;
   /* The last one in removes the name. */
   if (atomic_fetch_add(&s->hdr->attached, 1) + 1 == L) shm_unlink(s->name);
   int delay = 100;

@@ -161,10 +161,25 @@ dist.scatter_object_list(o, [i * 11 for i in range(W)] if rank == 0 else None, s
 check("scatter_object_list", o[0], rank * 11)
 # sub-groups (new_group), members only
 if W >= 2:
+    import habana_torch.distributed.hccl as _hccl
+    splits0 = _hccl._splits_done
     sub = dist.new_group([0, 1])
     if rank in (0, 1):
         x = t([rank + 1.0]); dist.all_reduce(x, group=sub); check("subgroup", x, torch.tensor([3.0]))
         check("subgroup size", dist.get_world_size(sub), 2)
+    # a second group, ranks in reverse order (group rank = position), a
+    # large all_reduce (the zero-copy path) on it
+    rev = list(range(W))[::-1][:max(2, W - 1)]
+    sub2 = dist.new_group(rev, sort_ranks=False) if W > 2 else dist.new_group([1, 0], sort_ranks=False)
+    members2 = rev if W > 2 else [1, 0]
+    if rank in members2:
+        check("subgroup rank order", dist.get_rank(sub2), members2.index(rank))
+        n = (1 << 20) + 3
+        x = torch.full((n,), float(rank + 1)).to(dev)
+        dist.all_reduce(x, group=sub2)
+        check("subgroup large", x.cpu(), torch.full((n,), float(sum(r + 1 for r in members2))))
+    # new_group went through hcclCommSplit on every rank, members or not
+    check("new_group via hcclCommSplit", _hccl._splits_done - splits0, 2)
     dist.barrier()
 # bad input -> clear Python exceptions (checked on every rank, no communication)
 bad = [

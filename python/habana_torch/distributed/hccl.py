@@ -153,9 +153,88 @@ def _timeout_ms(timeout):
     return max(1, int(float(timeout) * 1000))
 
 
+# new_group through hcclCommSplit. torch.distributed only splits NCCL
+# communicators, and it calls a plugin's creator on the new group's members
+# only, while a split is collective over every rank of the parent. So
+# new_group is wrapped: every rank of the default group splits the default
+# group's hccl communicator first (members with one color, the others with
+# none), in the same order everywhere since new_group must be called by
+# every rank; the creator then picks up the split backend for its ranks.
+# Anything else (use_local_synchronization=True, no hccl default group, an
+# explicit non-hccl backend) keeps the store-based initialisation.
+_split_ready = {}  # tuple(global ranks, group order) -> [split backends, in call order]
+_splits_done = 0  # hcclCommSplit calls made for new_group (tests check the path is taken)
+
+
+def _default_hccl_backend():
+    if not dist.is_initialized():
+        return None
+    try:
+        be = dist.distributed_c10d._get_default_group()._get_backend(torch.device("hpu"))
+    except RuntimeError:
+        return None
+    return be if _C._hccl_backend_device(be) >= 0 else None
+
+
+def _wants_hccl(backend):
+    if backend is None:
+        return True
+    b = str(backend).lower()
+    return b == "hccl" or "hpu:hccl" in b.replace(" ", "")
+
+
+def _split_for_new_group(ranks, backend, use_local_synchronization, sort_ranks):
+    parent = _default_hccl_backend()
+    if parent is None or use_local_synchronization or not _wants_hccl(backend) or ranks is None:
+        return
+    world = dist.get_world_size()
+    members = [int(r) for r in ranks]
+    if sort_ranks:
+        members.sort()
+    if not members or len(set(members)) != len(members) or any(r < 0 or r >= world for r in members):
+        return  # torch raises
+    global _splits_done
+    _splits_done += 1
+    me = dist.get_rank()
+    if me in members:
+        b = _C._hccl_split_backend(parent, 0, me, members.index(me), len(members))
+        _split_ready.setdefault(tuple(members), []).append(b)  # group rank = index, as torch numbers it
+    else:
+        _C._hccl_split_backend(parent, -1, me, -1, 0)
+
+
+def _wrap_new_group():
+    orig = dist.distributed_c10d.new_group
+    if getattr(orig, "_hccl_split", False):
+        return
+
+    def new_group(ranks=None, timeout=None, backend=None, pg_options=None, use_local_synchronization=False,
+                  group_desc=None, device_id=None, **kwargs):
+        _split_for_new_group(ranks, backend, use_local_synchronization, kwargs.get("sort_ranks", True))
+        return orig(ranks=ranks, timeout=timeout, backend=backend, pg_options=pg_options,
+                    use_local_synchronization=use_local_synchronization, group_desc=group_desc,
+                    device_id=device_id, **kwargs)
+
+    new_group.__doc__ = orig.__doc__
+    new_group.__wrapped__ = orig
+    new_group._hccl_split = True
+    dist.distributed_c10d.new_group = new_group
+    dist.new_group = new_group
+
+
 def _create_backend(dist_opts, pg_opts):
-    """c10d's creator (extended API): one HCCL communicator per group; the
-    unique id travels through the group's store."""
+    """c10d's creator (extended API): one HCCL communicator per group. A
+    sub-group prepared by new_group's split takes that communicator;
+    otherwise the unique id travels through the group's store."""
+    members = tuple(getattr(dist_opts, "global_ranks_in_group", None) or ())
+    ready = _split_ready.get(members)
+    if ready:
+        b = ready.pop(0)
+        if not ready:
+            del _split_ready[members]
+        if dist_opts.timeout is not None:
+            b.set_timeout(dist_opts.timeout)
+        return b
     device = _backend_device()
     _C._check_device(device)
     torch.hpu.set_device(device)
@@ -166,3 +245,5 @@ def _create_backend(dist_opts, pg_opts):
 
 if hasattr(_C, "_hccl_create_backend") and "HCCL" not in dist.Backend._plugins:
     dist.Backend.register_backend("hccl", _create_backend, extended_api=True, devices=["hpu"])
+    if hasattr(_C, "_hccl_split_backend"):
+        _wrap_new_group()

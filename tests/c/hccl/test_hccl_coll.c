@@ -428,6 +428,119 @@ static void test_device_stream(void) {
   free(want);
 }
 
+/* ---------------- zero-copy: device buffers read in place by peers ---------------- */
+/* Device buffers on the NULL stream: past the small-message size they take
+ * the zero-copy path (peers map each other's card memory). Every dtype x op,
+ * in place and not, sizes that do not slice evenly; reduce to two roots;
+ * and a mixed call (rank 0 on host memory, the others on device memory)
+ * that must fall back to staging. */
+static void do_zc_allreduce(hcclDataType_t dt, hcclRedOp_t op, size_t count, int inplace, int host_rank) {
+  size_t es = ht_size(dt);
+  char *send, *recv, *want = xmalloc(count * es);
+  int host = g_rank == host_rank;
+  if (host) {
+    send = xmalloc(count * es);
+    recv = xmalloc(count * es);
+  } else {
+    CU_ASSERT_EQUAL_FATAL(hpu_malloc(0, count * es, (void **)&send), HPU_SUCCESS);
+    CU_ASSERT_EQUAL_FATAL(hpu_malloc(0, count * es, (void **)&recv), HPU_SUCCESS);
+  }
+  ht_fill(send, dt, op, g_rank, count, 0);
+  memset(recv, 0x5a, count * es);
+  ht_expected(want, dt, op, g_size, count, 0);
+  char *out = inplace ? send : recv;
+  CHECK_HCCL(hcclAllReduce(send, out, count, dt, op, g_comm, NULL));
+  report_wrong(host_rank >= 0 ? "mixed host/device allreduce" : "zero-copy allreduce", dt, op, count, inplace,
+               ht_count_wrong(out, want, dt, count));
+  if (host) { free(send); free(recv); } else { hpu_free(0, send); hpu_free(0, recv); }
+  free(want);
+}
+
+static void test_device_zerocopy(void) {
+  if (hpu_init() != HPU_SUCCESS) {
+    fprintf(stderr, "[rank %d] zero-copy test skipped: hpu_init: %s\n", g_rank, hpu_last_error());
+    return;
+  }
+  size_t counts_zc[] = {70001, 262144 + 5, (1u << 20) + 3};
+  size_t ncz = g_quick ? 2 : 3;
+  for (int t = 0; t < HT_NTYPES; t++)
+    for (int o = 0; o < HT_NOPS; o++)
+      for (int ip = 0; ip < 2; ip++)
+        for (size_t c = 0; c < ncz; c++) {
+          if (c == 2 && (t + o + ip) % 3) continue;   /* the largest size on a third of the matrix */
+          do_zc_allreduce(ht_all_types[t], ht_all_ops[o], counts_zc[c], ip, -1);
+        }
+  do_zc_allreduce(hcclFloat32, hcclSum, (3u << 20) + 1, 0, 0);
+  do_zc_allreduce(hcclBfloat16, hcclAvg, (1u << 20) + 9, 1, g_size - 1);
+  do_zc_allreduce(hcclFloat32, hcclSum, (4u << 20) + 7, 1, -1);
+  /* allgather and broadcast of device buffers, in place and not, and with
+   * rank 0 on host memory (the mixed fallback) */
+  for (int host_rank = -1; host_rank <= 0; host_rank++)
+    for (int ip = 0; ip < 2; ip++) {
+      size_t count = (1u << 18) + 3, total = count * (size_t)g_size;
+      int host = g_rank == host_rank;
+      float *s = NULL, *o = NULL, *w = xmalloc(total * 4);
+      if (host) o = xmalloc(total * 4);
+      else CU_ASSERT_EQUAL_FATAL(hpu_malloc(0, total * 4, (void **)&o), HPU_SUCCESS);
+      if (ip) s = o + (size_t)g_rank * count;
+      else if (host) s = xmalloc(count * 4);
+      else CU_ASSERT_EQUAL_FATAL(hpu_malloc(0, count * 4, (void **)&s), HPU_SUCCESS);
+      for (int k = 0; k < g_size; k++) ht_fill(w + (size_t)k * count, hcclFloat32, hcclSum, k, count, 0);
+      memset(o, 0x5a, total * 4);
+      ht_fill(s, hcclFloat32, hcclSum, g_rank, count, 0);
+      CHECK_HCCL(hcclAllGather(s, o, count, hcclFloat32, g_comm, NULL));
+      report_wrong(host_rank < 0 ? "zero-copy allgather" : "mixed allgather", hcclFloat32, -1, total, ip,
+                   ht_count_wrong(o, w, hcclFloat32, total));
+      /* broadcast from the last rank, in place on the gathered buffer */
+      ht_fill(w, hcclFloat32, hcclSum, 77, total, 0);
+      if (g_rank == g_size - 1) memcpy(o, w, total * 4);
+      CHECK_HCCL(hcclBroadcast(o, o, total, hcclFloat32, g_size - 1, g_comm, NULL));
+      report_wrong(host_rank < 0 ? "zero-copy broadcast" : "mixed broadcast", hcclFloat32, -1, total, 1,
+                   ht_count_wrong(o, w, hcclFloat32, total));
+      if (!ip) { if (host) free(s); else hpu_free(0, s); }
+      if (host) free(o); else hpu_free(0, o);
+      free(w);
+    }
+  /* reducescatter of device buffers, in place and not, and mixed */
+  for (int host_rank = -1; host_rank <= 0; host_rank++)
+    for (int ip = 0; ip < 2; ip++) {
+      size_t count = (1u << 17) + 5, total = count * (size_t)g_size;
+      int host = g_rank == host_rank;
+      int32_t *s = NULL, *o = NULL, *w = xmalloc(total * 4);
+      if (host) s = xmalloc(total * 4);
+      else CU_ASSERT_EQUAL_FATAL(hpu_malloc(0, total * 4, (void **)&s), HPU_SUCCESS);
+      if (ip) o = s + (size_t)g_rank * count;
+      else if (host) o = xmalloc(count * 4);
+      else CU_ASSERT_EQUAL_FATAL(hpu_malloc(0, count * 4, (void **)&o), HPU_SUCCESS);
+      ht_fill(s, hcclInt32, hcclSum, g_rank, total, 0);
+      ht_expected(w, hcclInt32, hcclSum, g_size, total, 0);
+      if (!ip) memset(o, 0x5a, count * 4);
+      CHECK_HCCL(hcclReduceScatter(s, o, count, hcclInt32, hcclSum, g_comm, NULL));
+      report_wrong(host_rank < 0 ? "zero-copy reducescatter" : "mixed reducescatter", hcclInt32, hcclSum, count, ip,
+                   ht_count_wrong(o, w + (size_t)g_rank * count, hcclInt32, count));
+      if (!ip) { if (host) free(o); else hpu_free(0, o); }
+      if (host) free(s); else hpu_free(0, s);
+      free(w);
+    }
+  /* reduce: only the root's output is written */
+  for (int ri = 0; ri < 2; ri++)
+    for (int ip = 0; ip < 2; ip++) {
+      int root = ri ? g_size - 1 : 0;
+      size_t count = (1u << 20) + 13;
+      float *s, *o, *w = xmalloc(count * 4);
+      CU_ASSERT_EQUAL_FATAL(hpu_malloc(0, count * 4, (void **)&s), HPU_SUCCESS);
+      CU_ASSERT_EQUAL_FATAL(hpu_malloc(0, count * 4, (void **)&o), HPU_SUCCESS);
+      ht_fill(s, hcclFloat32, hcclMax, g_rank, count, 0);
+      ht_expected(w, hcclFloat32, hcclMax, g_size, count, 0);
+      float *out = ip ? s : o;
+      CHECK_HCCL(hcclReduce(s, g_rank == root ? out : NULL, count, hcclFloat32, hcclMax, root, g_comm, NULL));
+      if (g_rank == root) report_wrong("zero-copy reduce", hcclFloat32, hcclMax, count, ip, ht_count_wrong(out, w, hcclFloat32, count));
+      hpu_free(0, s);
+      hpu_free(0, o);
+      free(w);
+    }
+}
+
 static void test_finalize(void) {
   CHECK_HCCL(hcclCommFinalize(g_comm));
 }
@@ -480,6 +593,7 @@ int main(int argc, char **argv) {
   CU_add_test(s, "group_collectives", test_group_collectives);
   CU_add_test(s, "split", test_split);
   if (!getenv("HCCL_TEST_NO_DEVICE")) CU_add_test(s, "device_stream", test_device_stream);
+  if (!getenv("HCCL_TEST_NO_DEVICE")) CU_add_test(s, "device_zerocopy", test_device_zerocopy);
   CU_add_test(s, "finalize", test_finalize);
   /* Rank 0 prints CUnit's report; the others print only their failures
    * (stderr), and the verdict below counts everyone's. */
