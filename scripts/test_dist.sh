@@ -40,9 +40,9 @@ step() {  # step <name> <expect-regex> <timeout-s> cmd...
 trun() { python -m torch.distributed.run --nproc_per_node="$1" --master_port="$MASTER_PORT" "${@:2}"; }
 export -f trun
 
-step "collectives torchrun x2" "COLLECTIVES OK world=2" 180 bash -c 'trun 2 tests/dist/collectives_worker.py'
+step "collectives eager x2" "COLLECTIVES OK world=2 .* lazy=0" 180 env PT_HPU_LAZY_MODE=0 bash -c 'trun 2 tests/dist/collectives_worker.py'
 step "collectives lazy x2" "COLLECTIVES OK world=2 .* lazy=1" 180 env PT_HPU_LAZY_MODE=1 bash -c 'trun 2 tests/dist/collectives_worker.py'
-step "ddp bert torchrun x2" "DDP hook OK world=2" 300 bash -c 'trun 2 tests/dist/ddp_bert_worker.py'
+step "ddp bert eager x2" "DDP hook OK world=2 .*lazy=0" 300 env PT_HPU_LAZY_MODE=0 bash -c 'trun 2 tests/dist/ddp_bert_worker.py'
 step "ddp bert lazy x2" "DDP bucket_view OK world=2 .*lazy=1" 300 env PT_HPU_LAZY_MODE=1 bash -c 'trun 2 tests/dist/ddp_bert_worker.py --modes plain,bucket_view'
 step "fsdp2+fsdp1 torchrun x2" "FSDP1 OK" 300 bash -c 'trun 2 tests/dist/fsdp_worker.py'
 step "card lock" "CARD LOCK OK" 120 python tests/dist/card_lock_check.py

@@ -8,6 +8,7 @@ import sys
 import torch
 import torch.distributed as dist
 
+import habana_torch.core as htcore
 import habana_torch.distributed.hccl as hccl
 
 world, rank, local_rank = hccl.initialize_distributed_hpu()
@@ -199,4 +200,4 @@ for name, fn, exc in bad:
 dist.barrier()
 dist.destroy_process_group()
 if rank == 0:
-    print(f"COLLECTIVES OK world={W} checks={checks} lazy={os.environ.get('PT_HPU_LAZY_MODE', '0')}", flush=True)
+    print(f"COLLECTIVES OK world={W} checks={checks} lazy={int(htcore.is_lazy())}", flush=True)

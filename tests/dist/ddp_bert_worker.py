@@ -17,6 +17,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+import habana_torch.core as htcore
 import habana_torch.distributed.hccl as hccl
 
 TOL = 1e-5  # max abs parameter difference after training (fp32; only the summation order differs)
@@ -129,7 +130,7 @@ def main():
             failures += not ok
             print(f"DDP {mode} {'OK' if ok else 'FAIL'} world={world} steps={args.steps} max_abs_diff={diff:.2e} "
                   f"(tol {TOL}) ranks_identical={same} param_change={moved:.3f} time={elapsed:.1f}s "
-                  f"lazy={os.environ.get('PT_HPU_LAZY_MODE', '0')}", flush=True)
+                  f"lazy={int(htcore.is_lazy())}", flush=True)
         dist.barrier()
     dist.destroy_process_group()
     sys.exit(1 if failures else 0)
