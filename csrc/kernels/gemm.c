@@ -10,16 +10,21 @@
  *  - F32FMA: the same with one float per (p, i) / (p, j), kp = k; packing
  *    widens bf16/fp16, so this is also the bf16 path on CPUs without
  *    AVX512_BF16 and the fp16 path.
- * The kernel runs the whole k with 24 zmm accumulators, stores the tile to
- * an fp32 scratch tile, and the epilogue writes alpha * tile + beta * C,
- * rounded once to the output dtype (fp32 accumulation, as PyTorch's CPU).
+ * A is read in place when it has unit column stride (and stays in L2 or is
+ * read once): the kernel broadcasts each row's pair straight from memory,
+ * so only edge panels and transposed A are packed. The kernel keeps 24 zmm
+ * accumulators over a k block of <= 192 steps (A block 9 KB + B block 24 KB
+ * in the 48 KB L1), parks partial sums in a small fp32 buffer between k
+ * blocks, and writes full tiles of a row-major C straight from the
+ * registers (alpha * acc + beta * C, rounded once to C's dtype: fp32
+ * accumulation, as PyTorch's CPU); edge tiles go through an fp32 tile.
  *
- * Blocking: B is packed once per call for a chunk of NC columns (shared by the
- * threads, packed in parallel), A per MC-row block by the thread that uses it
- * (MC so that the block stays in L2). Work items are (MC block, column part)
- * pairs spread over hpu_parallel_for. No K blocking: the accumulators stay in
- * registers over all of k; the B panel (k x 32) streams from L1/L2, which
- * keeps up with the FMA rate for the k this library sees (checked to 8192).
+ * Threads: one parallel region per product. The output is split by columns
+ * (each thread packs only its own B panels, ~512 KB blocks that stay in L2)
+ * or by rows when that balances better; a batch of products (bmm) with
+ * enough members runs whole products per thread instead. Packing buffers
+ * are cached between calls (a fresh malloc of that size is an mmap whose
+ * pages fault in on every call).
  *
  * Dispatch (hpu_gemm_choose), from measurements on a 2-core AVX-512 EPYC
  * (Zen 4) with OpenBLAS 0.3.21 pinned to OPENBLAS_CORETYPE=Haswell:
