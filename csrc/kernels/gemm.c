@@ -10,16 +10,21 @@
  *  - F32FMA: the same with one float per (p, i) / (p, j), kp = k; packing
  *    widens bf16/fp16, so this is also the bf16 path on CPUs without
  *    AVX512_BF16 and the fp16 path.
- * The kernel runs the whole k with 24 zmm accumulators, stores the tile to
- * an fp32 scratch tile, and the epilogue writes alpha * tile + beta * C,
- * rounded once to the output dtype (fp32 accumulation, as PyTorch's CPU).
+ * A is read in place when it has unit column stride (and stays in L2 or is
+ * read once): the kernel broadcasts each row's pair straight from memory,
+ * so only edge panels and transposed A are packed. The kernel keeps 24 zmm
+ * accumulators over a k block of <= 192 steps (A block 9 KB + B block 24 KB
+ * in the 48 KB L1), parks partial sums in a small fp32 buffer between k
+ * blocks, and writes full tiles of a row-major C straight from the
+ * registers (alpha * acc + beta * C, rounded once to C's dtype: fp32
+ * accumulation, as PyTorch's CPU); edge tiles go through an fp32 tile.
  *
- * Blocking: B is packed once per call for a chunk of NC columns (shared by the
- * threads, packed in parallel), A per MC-row block by the thread that uses it
- * (MC so that the block stays in L2). Work items are (MC block, column part)
- * pairs spread over hpu_parallel_for. No K blocking: the accumulators stay in
- * registers over all of k; the B panel (k x 32) streams from L1/L2, which
- * keeps up with the FMA rate for the k this library sees (checked to 8192).
+ * Threads: one parallel region per product. The output is split by columns
+ * (each thread packs only its own B panels, ~512 KB blocks that stay in L2)
+ * or by rows when that balances better; a batch of products (bmm) with
+ * enough members runs whole products per thread instead. Packing buffers
+ * are cached between calls (a fresh malloc of that size is an mmap whose
+ * pages fault in on every call).
  *
  * Dispatch (hpu_gemm_choose), from measurements on a 2-core AVX-512 EPYC
  * (Zen 4) with OpenBLAS 0.3.21 pinned to OPENBLAS_CORETYPE=Haswell:
@@ -104,50 +109,17 @@ int hpu_gemm_choose(const hpu_gemm_t *g) {
 
 /* Microkernels -------------------------------------------------------------- */
 
-ATTR_BF16 static void ukr_bf16(int64_t kp, const uint32_t *A, const uint32_t *B, float *tile) {
-  __m512 c0[MR], c1[MR];
-#pragma GCC unroll 12
-  for (int i = 0; i < MR; i++) c0[i] = c1[i] = _mm512_setzero_ps();
-  for (int64_t p = 0; p < kp; p++) {
-    __m512bh b0 = (__m512bh)_mm512_loadu_si512(B);
-    __m512bh b1 = (__m512bh)_mm512_loadu_si512(B + 16);
-#pragma GCC unroll 12
-    for (int i = 0; i < MR; i++) {
-      __m512bh a = (__m512bh)_mm512_set1_epi32((int)A[i]);
-      c0[i] = _mm512_dpbf16_ps(c0[i], a, b0);
-      c1[i] = _mm512_dpbf16_ps(c1[i], a, b1);
-    }
-    A += MR;
-    B += NR;
-  }
-#pragma GCC unroll 12
-  for (int i = 0; i < MR; i++) {
-    _mm512_storeu_ps(tile + i * NR, c0[i]);
-    _mm512_storeu_ps(tile + i * NR + 16, c1[i]);
-  }
-}
-
-ATTR_512 static void ukr_f32(int64_t k, const float *A, const float *B, float *tile) {
-  __m512 c0[MR], c1[MR];
-#pragma GCC unroll 12
-  for (int i = 0; i < MR; i++) c0[i] = c1[i] = _mm512_setzero_ps();
-  for (int64_t p = 0; p < k; p++) {
-    __m512 b0 = _mm512_loadu_ps(B), b1 = _mm512_loadu_ps(B + 16);
-#pragma GCC unroll 12
-    for (int i = 0; i < MR; i++) {
-      __m512 a = _mm512_set1_ps(A[i]);
-      c0[i] = _mm512_fmadd_ps(a, b0, c0[i]);
-      c1[i] = _mm512_fmadd_ps(a, b1, c1[i]);
-    }
-    A += MR;
-    B += NR;
-  }
-#pragma GCC unroll 12
-  for (int i = 0; i < MR; i++) {
-    _mm512_storeu_ps(tile + i * NR, c0[i]);
-    _mm512_storeu_ps(tile + i * NR + 16, c1[i]);
-  }
-}
+/* Where a finished MR x NR tile goes. Full tiles of a row-major C are written
+ * straight from the accumulators (alpha, beta and the rounding to C's dtype
+ * fused into the store); edge tiles and strided C go through an fp32 tile. */
+typedef struct {
+  const hpu_gemm_t *g;
+  int64_t i0, j0;
+  int mr, nr;
+  float *tile; /* MR * NR scratch for the slow path */
+  float *acc;  /* MR x NR fp32 partial sums of earlier k blocks (with `first` == 0) */
+  int first, last;
+} fin_t;
 
 /* Epilogue: C[0..mr, 0..nr) = alpha * tile + beta * C, rounded once. */
 ATTR_512 static __m512 load16(const char *p, hpu_dtype_t dt, __mmask16 mk) {
@@ -157,7 +129,7 @@ ATTR_512 static __m512 load16(const char *p, hpu_dtype_t dt, __mmask16 mk) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-ATTR_512 static void store16(char *p, hpu_dtype_t dt, __mmask16 mk, __m512 v) {
+ATTR_512 static inline void store16(char *p, hpu_dtype_t dt, __mmask16 mk, __m512 v) {
   if (dt == HPU_FLOAT32) {
     _mm512_mask_storeu_ps(p, mk, v);
     return;
@@ -208,78 +180,300 @@ ATTR_512 static void epilogue(const hpu_gemm_t *g, const float *tile, int64_t i0
     }
 }
 
+/* Writes the accumulators (c0: columns 0..15, c1: 16..31 of each row). */
+#define FINISH(f, c0, c1)                                                                    \
+  do {                                                                                       \
+    const hpu_gemm_t *g_ = (f)->g;                                                           \
+    if ((f)->mr == MR && (f)->nr == NR && g_->ccs == 1) {                                    \
+      int64_t es_ = (int64_t)hpu_dtype_size(g_->dt);                                         \
+      char *cb_ = (char *)g_->c + ((f)->i0 * g_->crs + (f)->j0) * es_;                       \
+      __m512 va_ = _mm512_set1_ps(g_->alpha), vb_ = _mm512_set1_ps(g_->beta);                \
+      int beta_ = g_->beta != 0;                                                             \
+      _Pragma("GCC unroll 12") for (int i_ = 0; i_ < MR; i_++) {                             \
+        char *row_ = cb_ + i_ * g_->crs * es_;                                               \
+        __m512 v0_ = _mm512_mul_ps(va_, c0[i_]), v1_ = _mm512_mul_ps(va_, c1[i_]);           \
+        if (beta_) {                                                                         \
+          v0_ = _mm512_fmadd_ps(vb_, load16(row_, g_->dt, 0xffff), v0_);                     \
+          v1_ = _mm512_fmadd_ps(vb_, load16(row_ + 16 * es_, g_->dt, 0xffff), v1_);          \
+        }                                                                                    \
+        store16(row_, g_->dt, 0xffff, v0_);                                                  \
+        store16(row_ + 16 * es_, g_->dt, 0xffff, v1_);                                       \
+      }                                                                                      \
+    } else {                                                                                 \
+      _Pragma("GCC unroll 12") for (int i_ = 0; i_ < MR; i_++) {                             \
+        _mm512_storeu_ps((f)->tile + i_ * NR, c0[i_]);                                       \
+        _mm512_storeu_ps((f)->tile + i_ * NR + 16, c1[i_]);                                  \
+      }                                                                                      \
+      epilogue(g_, (f)->tile, (f)->i0, (f)->j0, (f)->mr, (f)->nr);                          \
+    }                                                                                        \
+  } while (0)
+
+/* Starts from zero (first k block) or from the partial sums in f->acc. */
+#define INIT(f, c0, c1)                                                                      \
+  do {                                                                                       \
+    if ((f)->first) {                                                                        \
+      _Pragma("GCC unroll 12") for (int i_ = 0; i_ < MR; i_++) c0[i_] = c1[i_] = _mm512_setzero_ps(); \
+    } else {                                                                                 \
+      _Pragma("GCC unroll 12") for (int i_ = 0; i_ < MR; i_++) {                             \
+        c0[i_] = _mm512_loadu_ps((f)->acc + i_ * NR);                                        \
+        c1[i_] = _mm512_loadu_ps((f)->acc + i_ * NR + 16);                                   \
+      }                                                                                      \
+    }                                                                                        \
+  } while (0)
+
+#define SAVE(f, c0, c1)                                                                      \
+  do {                                                                                       \
+    _Pragma("GCC unroll 12") for (int i_ = 0; i_ < MR; i_++) {                               \
+      _mm512_storeu_ps((f)->acc + i_ * NR, c0[i_]);                                          \
+      _mm512_storeu_ps((f)->acc + i_ * NR + 16, c1[i_]);                                     \
+    }                                                                                        \
+  } while (0)
+
+static inline uint32_t ld32(const void *p) {
+  uint32_t v;
+  memcpy(&v, p, 4);
+  return v;
+}
+static inline float ldf32(const void *p) {
+  float v;
+  memcpy(&v, p, 4);
+  return v;
+}
+
+/* bf16, A packed as [kp][MR] pairs. */
+ATTR_BF16 static void ukr_bf16_packed(int64_t kp, const uint32_t *A, const uint32_t *B, const fin_t *f) {
+  __m512 c0[MR], c1[MR];
+  INIT(f, c0, c1);
+  for (int64_t p = 0; p < kp; p++) {
+    __m512bh b0 = (__m512bh)_mm512_loadu_si512(B);
+    __m512bh b1 = (__m512bh)_mm512_loadu_si512(B + 16);
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; i++) {
+      __m512bh a = (__m512bh)_mm512_set1_epi32((int)A[i]);
+      c0[i] = _mm512_dpbf16_ps(c0[i], a, b0);
+      c1[i] = _mm512_dpbf16_ps(c1[i], a, b1);
+    }
+    A += MR;
+    B += NR;
+  }
+  if (f->last) FINISH(f, c0, c1);
+  else SAVE(f, c0, c1);
+}
+
+/* bf16, A read in place: MR rows `lda` elements apart, unit column stride.
+ * k/2 full pairs, then (odd k) the last element alone, so nothing past a
+ * row's end is read. */
+ATTR_BF16 static void ukr_bf16_direct(int64_t k, const uint16_t *A, int64_t lda, const uint32_t *B,
+                                      const fin_t *f) {
+  __m512 c0[MR], c1[MR];
+  INIT(f, c0, c1);
+  const char *r0 = (const char *)A, *r3 = r0 + 6 * lda, *r6 = r0 + 12 * lda, *r9 = r0 + 18 * lda;
+  int64_t L = 2 * lda; /* bytes */
+  int64_t kf = k / 2;
+  for (int64_t p = 0; p < kf; p++) {
+    __m512bh b0 = (__m512bh)_mm512_loadu_si512(B);
+    __m512bh b1 = (__m512bh)_mm512_loadu_si512(B + 16);
+    const char *rows[MR] = {r0, r0 + L, r0 + 2 * L, r3, r3 + L, r3 + 2 * L,
+                            r6, r6 + L, r6 + 2 * L, r9, r9 + L, r9 + 2 * L};
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; i++) {
+      __m512bh a = (__m512bh)_mm512_set1_epi32((int)ld32(rows[i]));
+      c0[i] = _mm512_dpbf16_ps(c0[i], a, b0);
+      c1[i] = _mm512_dpbf16_ps(c1[i], a, b1);
+    }
+    r0 += 4;
+    r3 += 4;
+    r6 += 4;
+    r9 += 4;
+    B += NR;
+  }
+  if (k & 1) {
+    __m512bh b0 = (__m512bh)_mm512_loadu_si512(B);
+    __m512bh b1 = (__m512bh)_mm512_loadu_si512(B + 16);
+    const char *rows[MR] = {r0, r0 + L, r0 + 2 * L, r3, r3 + L, r3 + 2 * L,
+                            r6, r6 + L, r6 + 2 * L, r9, r9 + L, r9 + 2 * L};
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; i++) {
+      uint16_t h;
+      memcpy(&h, rows[i], 2);
+      __m512bh a = (__m512bh)_mm512_set1_epi32((int)h);
+      c0[i] = _mm512_dpbf16_ps(c0[i], a, b0);
+      c1[i] = _mm512_dpbf16_ps(c1[i], a, b1);
+    }
+  }
+  if (f->last) FINISH(f, c0, c1);
+  else SAVE(f, c0, c1);
+}
+
+/* fp32 FMA; A either packed [k][MR] (lda == 0) or fp32 rows in place. */
+ATTR_512 static void ukr_f32_packed(int64_t k, const float *A, const float *B, const fin_t *f) {
+  __m512 c0[MR], c1[MR];
+  INIT(f, c0, c1);
+  for (int64_t p = 0; p < k; p++) {
+    __m512 b0 = _mm512_loadu_ps(B), b1 = _mm512_loadu_ps(B + 16);
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; i++) {
+      __m512 a = _mm512_set1_ps(A[i]);
+      c0[i] = _mm512_fmadd_ps(a, b0, c0[i]);
+      c1[i] = _mm512_fmadd_ps(a, b1, c1[i]);
+    }
+    A += MR;
+    B += NR;
+  }
+  if (f->last) FINISH(f, c0, c1);
+  else SAVE(f, c0, c1);
+}
+
+ATTR_512 static void ukr_f32_direct(int64_t k, const float *A, int64_t lda, const float *B, const fin_t *f) {
+  __m512 c0[MR], c1[MR];
+  INIT(f, c0, c1);
+  const char *r0 = (const char *)A, *r3 = r0 + 12 * lda, *r6 = r0 + 24 * lda, *r9 = r0 + 36 * lda;
+  int64_t L = 4 * lda;
+  for (int64_t p = 0; p < k; p++) {
+    __m512 b0 = _mm512_loadu_ps(B), b1 = _mm512_loadu_ps(B + 16);
+    const char *rows[MR] = {r0, r0 + L, r0 + 2 * L, r3, r3 + L, r3 + 2 * L,
+                            r6, r6 + L, r6 + 2 * L, r9, r9 + L, r9 + 2 * L};
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; i++) {
+      __m512 a = _mm512_set1_ps(ldf32(rows[i]));
+      c0[i] = _mm512_fmadd_ps(a, b0, c0[i]);
+      c1[i] = _mm512_fmadd_ps(a, b1, c1[i]);
+    }
+    r0 += 4;
+    r3 += 4;
+    r6 += 4;
+    r9 += 4;
+    B += NR;
+  }
+  if (f->last) FINISH(f, c0, c1);
+  else SAVE(f, c0, c1);
+}
+
 /* Packing ------------------------------------------------------------------- */
 
-/* Element x[r * rs + c * cs] as bf16 bits (bf16 sources only). */
-static inline uint32_t pair16(const uint16_t *x, int64_t lo, int64_t hi, int has_hi) {
-  return (uint32_t)x[lo] | (has_hi ? (uint32_t)x[hi] << 16 : 0u);
+/* 16 x 16 transpose of 32-bit elements: r[i][j] -> r[j][i]. */
+ATTR_512 static inline void tr16(__m512i r[16]) {
+  __m512i t[16];
+  for (int i = 0; i < 8; i++) {
+    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; i++) { /* r[4i + c]: rows 4i..4i+3 of column 4L + c in lane L */
+    r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+    r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+    r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+    r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+  }
+  for (int c = 0; c < 4; c++) {
+    t[c] = _mm512_shuffle_i32x4(r[c], r[4 + c], 0x88);
+    t[4 + c] = _mm512_shuffle_i32x4(r[c], r[4 + c], 0xdd);
+    t[8 + c] = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0x88);
+    t[12 + c] = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0xdd);
+  }
+  for (int c = 0; c < 4; c++) {
+    r[c] = _mm512_shuffle_i32x4(t[c], t[8 + c], 0x88);
+    r[4 + c] = _mm512_shuffle_i32x4(t[4 + c], t[12 + c], 0x88);
+    r[8 + c] = _mm512_shuffle_i32x4(t[c], t[8 + c], 0xdd);
+    r[12 + c] = _mm512_shuffle_i32x4(t[4 + c], t[12 + c], 0xdd);
+  }
 }
 
-/* A rows [i0, i0 + mc) into MR-row panels of [kp][MR] pairs. */
-static void pack_a_bf16(const hpu_gemm_t *g, int64_t i0, int64_t mc, uint32_t *dst) {
+static inline __mmask32 mask32(int64_t n) { return n >= 32 ? 0xffffffffu : (__mmask32)((1u << n) - 1); }
+static inline __mmask16 mask16(int64_t n) { return n >= 16 ? 0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
+
+/* Transposes a k-contiguous operand into [kq][W] 32-bit panels (W = 16 or 32
+ * columns): column j (cols of them, at src + j * cs elements of `es` bytes)
+ * holds kq 32-bit words (for bf16: element pairs; `kel` elements in all, an
+ * odd tail padded with 0). */
+ATTR_512 static void pack_t32(const char *src, int64_t cs, int es, int64_t kel, int64_t cols, int W,
+                              uint32_t *dst) {
+  int64_t kq = es == 2 ? (kel + 1) / 2 : kel;
+  int per = 64 / es; /* elements in 16 words */
+  for (int64_t jg = 0; jg < W; jg += 16)
+    for (int64_t q0 = 0; q0 < kq; q0 += 16) {
+      __m512i r[16];
+      int64_t left = kel - q0 * (4 / es); /* elements from word q0 on */
+      for (int j = 0; j < 16; j++) {
+        if (jg + j >= cols) {
+          r[j] = _mm512_setzero_si512();
+          continue;
+        }
+        const char *p = src + ((jg + j) * cs) * es + q0 * 4;
+        if (left >= per) r[j] = _mm512_loadu_si512(p);
+        else if (es == 2) r[j] = _mm512_maskz_loadu_epi16(mask32(left), p);
+        else r[j] = _mm512_maskz_loadu_epi32(mask16(left), p);
+      }
+      tr16(r);
+      int64_t nq = kq - q0 < 16 ? kq - q0 : 16;
+      __mmask16 wm = mask16(W - jg);
+      for (int q = 0; q < nq; q++) _mm512_mask_storeu_epi32(dst + (q0 + q) * W + jg, wm, r[q]);
+    }
+}
+
+/* bf16 A rows [i0, i0 + mr) into a [kp][MR] pair panel. */
+ATTR_512 static void pack_a_bf16(const hpu_gemm_t *g, int64_t i0, int64_t mr, uint32_t *dst) {
   const uint16_t *a = g->a;
   int64_t k = g->k, kp = (k + 1) / 2, rs = g->ars, cs = g->acs;
-  for (int64_t ip = 0; ip < mc; ip += MR, dst += kp * MR) {
-    int64_t rows = mc - ip < MR ? mc - ip : MR;
-    if (cs == 1 || rs != 1) { /* along k is the cheap direction */
-      for (int64_t i = 0; i < rows; i++) {
-        const uint16_t *r = a + (i0 + ip + i) * rs;
-        if (cs == 1) {
-          for (int64_t p = 0; p < k / 2; p++) {
-            uint32_t v;
-            memcpy(&v, r + 2 * p, 4);
-            dst[p * MR + i] = v;
-          }
-          if (k & 1) dst[(kp - 1) * MR + i] = r[k - 1];
-        } else {
-          for (int64_t p = 0; p < kp; p++)
-            dst[p * MR + i] = pair16(r, 2 * p * cs, (2 * p + 1) * cs, 2 * p + 1 < k);
-        }
-      }
-    } else { /* rs == 1: rows contiguous at fixed k */
-      for (int64_t p = 0; p < kp; p++) {
-        const uint16_t *r0 = a + 2 * p * cs + i0 + ip, *r1 = r0 + cs;
-        int hh = 2 * p + 1 < k;
-        for (int64_t i = 0; i < rows; i++) dst[p * MR + i] = (uint32_t)r0[i] | (hh ? (uint32_t)r1[i] << 16 : 0u);
-      }
+  if (rs == 1 && cs != 1) { /* transposed: rows 2p, 2p+1 of memory are contiguous over i */
+    __mmask16 mk = mask16(mr);
+    for (int64_t p = 0; p < kp; p++) {
+      const uint16_t *q0 = a + 2 * p * cs + i0;
+      __m512i lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mk, q0));
+      __m512i hi = 2 * p + 1 < k ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mk, q0 + cs))
+                                 : _mm512_setzero_si512();
+      _mm512_mask_storeu_epi32(dst + p * MR, 0xfff, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
     }
-    for (int64_t i = rows; i < MR; i++)
+    return;
+  }
+  if (cs == 1) { /* rows contiguous along k: a transpose of 32-bit pairs */
+    pack_t32((const char *)(a + i0 * rs), rs, 2, k, mr, MR, dst);
+    return;
+  }
+  for (int64_t i = 0; i < MR; i++) {
+    if (i >= mr) {
       for (int64_t p = 0; p < kp; p++) dst[p * MR + i] = 0;
+      continue;
+    }
+    const uint16_t *r = a + (i0 + i) * rs;
+    for (int64_t p = 0; p < kp; p++) {
+      uint32_t lo = r[2 * p * cs], hi = 2 * p + 1 < k ? r[(2 * p + 1) * cs] : 0;
+      dst[p * MR + i] = lo | hi << 16;
+    }
   }
 }
 
-/* B columns [j0, j0 + nc) into NR-column panels of [kp][NR] pairs. */
-static void pack_b_bf16(const hpu_gemm_t *g, int64_t j0, int64_t nc, uint32_t *dst) {
+/* bf16 B columns [j0, j0 + cols) (cols <= NR) into a [kp][NR] pair panel. */
+ATTR_512 static void pack_b_bf16(const hpu_gemm_t *g, int64_t j0, int64_t cols, uint32_t *dst) {
   const uint16_t *b = g->b;
   int64_t k = g->k, kp = (k + 1) / 2, rs = g->brs, cs = g->bcs;
-  int64_t cols = nc < NR ? nc : NR;
-  if (cs == 1 || rs != 1) {
+  if (cs == 1) {
+    __mmask16 m0 = mask16(cols), m1 = mask16(cols - 16);
     for (int64_t p = 0; p < kp; p++) {
-      const uint16_t *r0 = b + 2 * p * rs + j0 * cs, *r1 = r0 + rs;
-      uint32_t *d = dst + p * NR;
-      if (2 * p + 1 < k) {
-        if (cs == 1)
-          for (int64_t j = 0; j < cols; j++) d[j] = (uint32_t)r0[j] | (uint32_t)r1[j] << 16;
-        else
-          for (int64_t j = 0; j < cols; j++) d[j] = (uint32_t)r0[j * cs] | (uint32_t)r1[j * cs] << 16;
-      } else {
-        for (int64_t j = 0; j < cols; j++) d[j] = r0[j * cs];
+      const uint16_t *q0 = b + 2 * p * rs + j0, *q1 = q0 + rs;
+      int hh = 2 * p + 1 < k;
+      for (int h = 0; h < 2; h++) {
+        __mmask16 mk = h ? m1 : m0;
+        __m512i lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mk, q0 + 16 * h));
+        __m512i hi = hh ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mk, q1 + 16 * h))
+                        : _mm512_setzero_si512();
+        _mm512_storeu_si512(dst + p * NR + 16 * h, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
       }
-      for (int64_t j = cols; j < NR; j++) d[j] = 0;
     }
-  } else { /* rs == 1: each column contiguous along k */
-    for (int64_t j = 0; j < cols; j++) {
-      const uint16_t *col = b + (j0 + j) * cs;
-      for (int64_t p = 0; p < k / 2; p++) {
-        uint32_t v;
-        memcpy(&v, col + 2 * p, 4);
-        dst[p * NR + j] = v;
-      }
-      if (k & 1) dst[(kp - 1) * NR + j] = col[k - 1];
-    }
-    for (int64_t p = 0; p < kp; p++)
-      for (int64_t j = cols; j < NR; j++) dst[p * NR + j] = 0;
+    return;
   }
+  if (rs == 1) {
+    pack_t32((const char *)(b + j0 * cs), cs, 2, k, cols, NR, dst);
+    return;
+  }
+  for (int64_t p = 0; p < kp; p++)
+    for (int64_t j = 0; j < NR; j++) {
+      uint32_t v = 0;
+      if (j < cols) {
+        const uint16_t *q = b + 2 * p * rs + (j0 + j) * cs;
+        v = (uint32_t)q[0] | (2 * p + 1 < k ? (uint32_t)q[rs] << 16 : 0u);
+      }
+      dst[p * NR + j] = v;
+    }
 }
 
 static inline float ldf(const char *base, int64_t idx, hpu_dtype_t dt) {
@@ -288,47 +482,87 @@ static inline float ldf(const char *base, int64_t idx, hpu_dtype_t dt) {
   return dt == HPU_BFLOAT16 ? hpu_cvt_bf16_f32(h) : hpu_cvt_half_f32(h);
 }
 
-static void pack_a_f32(const hpu_gemm_t *g, int64_t i0, int64_t mc, float *dst) {
+/* F32FMA panels (widening bf16/fp16). */
+ATTR_512 static void pack_a_f32(const hpu_gemm_t *g, int64_t i0, int64_t mr, float *dst) {
   const char *a = g->a;
   hpu_dtype_t dt = g->dt;
   int64_t k = g->k, rs = g->ars, cs = g->acs;
-  for (int64_t ip = 0; ip < mc; ip += MR, dst += k * MR) {
-    int64_t rows = mc - ip < MR ? mc - ip : MR;
-    if (rs == 1 && cs != 1) {
-      for (int64_t p = 0; p < k; p++)
-        for (int64_t i = 0; i < rows; i++) dst[p * MR + i] = ldf(a, p * cs + i0 + ip + i, dt);
-    } else {
-      for (int64_t i = 0; i < rows; i++) {
-        int64_t r = (i0 + ip + i) * rs;
-        for (int64_t p = 0; p < k; p++) dst[p * MR + i] = ldf(a, r + p * cs, dt);
-      }
-    }
-    for (int64_t i = rows; i < MR; i++)
+  if (rs == 1 && cs != 1 && dt == HPU_FLOAT32) {
+    __mmask16 mk = mask16(mr);
+    for (int64_t p = 0; p < k; p++)
+      _mm512_mask_storeu_ps(dst + p * MR, 0xfff, _mm512_maskz_loadu_ps(mk, (const float *)a + p * cs + i0));
+    return;
+  }
+  if (cs == 1 && dt == HPU_FLOAT32) {
+    pack_t32((const char *)((const float *)a + i0 * rs), rs, 4, k, mr, MR, (uint32_t *)dst);
+    return;
+  }
+  for (int64_t i = 0; i < MR; i++) {
+    if (i >= mr) {
       for (int64_t p = 0; p < k; p++) dst[p * MR + i] = 0;
+      continue;
+    }
+    int64_t r = (i0 + i) * rs;
+    for (int64_t p = 0; p < k; p++) dst[p * MR + i] = ldf(a, r + p * cs, dt);
   }
 }
 
-static void pack_b_f32(const hpu_gemm_t *g, int64_t j0, int64_t nc, float *dst) {
+ATTR_512 static void pack_b_f32(const hpu_gemm_t *g, int64_t j0, int64_t cols, float *dst) {
   const char *b = g->b;
   hpu_dtype_t dt = g->dt;
   int64_t k = g->k, rs = g->brs, cs = g->bcs;
-  int64_t cols = nc < NR ? nc : NR;
-  if (rs == 1 && cs != 1) {
-    for (int64_t j = 0; j < cols; j++)
-      for (int64_t p = 0; p < k; p++) dst[p * NR + j] = ldf(b, (j0 + j) * cs + p, dt);
-    for (int64_t p = 0; p < k; p++)
-      for (int64_t j = cols; j < NR; j++) dst[p * NR + j] = 0;
-  } else {
+  if (dt == HPU_FLOAT32 && cs == 1) {
+    __mmask16 m0 = mask16(cols), m1 = mask16(cols - 16);
     for (int64_t p = 0; p < k; p++) {
-      float *d = dst + p * NR;
-      int64_t r = p * rs + j0 * cs;
-      if (cs == 1 && dt == HPU_FLOAT32)
-        memcpy(d, (const float *)b + r, (size_t)cols * 4);
-      else
-        for (int64_t j = 0; j < cols; j++) d[j] = ldf(b, r + j * cs, dt);
-      for (int64_t j = cols; j < NR; j++) d[j] = 0;
+      const float *q = (const float *)b + p * rs + j0;
+      _mm512_storeu_ps(dst + p * NR, _mm512_maskz_loadu_ps(m0, q));
+      _mm512_storeu_ps(dst + p * NR + 16, _mm512_maskz_loadu_ps(m1, q + 16));
     }
+    return;
   }
+  if (dt == HPU_FLOAT32 && rs == 1) {
+    pack_t32((const char *)((const float *)b + j0 * cs), cs, 4, k, cols, NR, (uint32_t *)dst);
+    return;
+  }
+  for (int64_t p = 0; p < k; p++)
+    for (int64_t j = 0; j < NR; j++) dst[p * NR + j] = j < cols ? ldf(b, p * rs + (j0 + j) * cs, dt) : 0.0f;
+}
+
+/* Scratch ------------------------------------------------------------------- */
+
+/* Packing buffers are kept between calls (a fresh malloc of this size is an
+ * mmap whose pages fault in on every GEMM). One slot per concurrent caller. */
+#define NSLOT 8
+static struct {
+  _Atomic int busy;
+  void *p;
+  size_t n;
+} slots[NSLOT];
+
+static void *scratch_get(size_t n, int *slot) {
+  n = (n + 63) / 64 * 64;
+  for (int s = 0; s < NSLOT; s++) {
+    int z = 0;
+    if (!atomic_compare_exchange_strong(&slots[s].busy, &z, 1)) continue;
+    if (slots[s].n < n) {
+      free(slots[s].p);
+      slots[s].p = aligned_alloc(64, n);
+      slots[s].n = slots[s].p ? n : 0;
+      if (!slots[s].p) {
+        atomic_store(&slots[s].busy, 0);
+        return NULL;
+      }
+    }
+    *slot = s;
+    return slots[s].p;
+  }
+  *slot = -1;
+  return aligned_alloc(64, n);
+}
+
+static void scratch_put(void *p, int slot) {
+  if (slot < 0) free(p);
+  else atomic_store(&slots[slot].busy, 0);
 }
 
 /* Driver -------------------------------------------------------------------- */
@@ -336,115 +570,210 @@ static void pack_b_f32(const hpu_gemm_t *g, int64_t j0, int64_t nc, float *dst) 
 typedef struct {
   const hpu_gemm_t *g;
   int kernel;
-  int64_t kp;         /* packed k: pairs (BF16DOT) or k (F32FMA); 4 bytes each */
-  int64_t j0, nc;     /* current column chunk */
-  int64_t nbp;        /* NR panels in the chunk */
-  void *bpack;        /* nbp panels of kp * NR */
-  char *apacks;       /* one A block per range call (at most nt a loop) */
-  size_t abytes;
-  _Atomic int slot;
-  int nslots;
-  int64_t mc, nmb;    /* row block size and count */
-  int64_t nparts, ppp;/* column parts per row block, panels per part */
-} drv_t;
+  int64_t kp;          /* packed k: pairs (BF16DOT) or k (F32FMA); 4 bytes each */
+  int adirect;         /* A read in place (unit column stride, kernel's own dtype) */
+  int64_t nc;          /* columns per packed B block, multiple of NR */
+  size_t per;          /* scratch bytes per worker */
+  size_t boff, toff, accoff; /* B block, fp32 tile, partial sums in a worker's scratch */
+  int64_t kc;          /* k block, in packed steps */
+  char *scratch;
+  int nwork;           /* workers the scratch was sized for */
+  _Atomic int next;
+  /* one GEMM split into parts over rows or columns */
+  int split_n;
+  int64_t nparts;
+  /* batches */
+  int64_t nbatch;
+  const int64_t *offs; /* 3 byte offsets (a, b, c) per batch, or NULL */
+} plan_t;
 
-static void pack_b_range(void *ctx, int64_t begin, int64_t end) {
-  drv_t *d = ctx;
-  for (int64_t jp = begin; jp < end; jp++) {
-    int64_t j = d->j0 + jp * NR, cols = d->j0 + d->nc - j;
-    uint32_t *dst = (uint32_t *)d->bpack + jp * d->kp * NR;
-    if (d->kernel == HPU_GEMM_BF16DOT) pack_b_bf16(d->g, j, cols, dst);
-    else pack_b_f32(d->g, j, cols, (float *)dst);
+/* C[i0:i1, j0:j1] of g, serially, with one worker's scratch. */
+static void run_block(const plan_t *P, const hpu_gemm_t *g, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
+                      char *scr) {
+  uint32_t *apack = (uint32_t *)scr, *bpack = (uint32_t *)(scr + P->boff);
+  float *acc = (float *)(scr + P->accoff);
+  fin_t f;
+  f.g = g;
+  f.tile = (float *)(scr + P->toff);
+  int64_t kp = P->kp, es = (int64_t)hpu_dtype_size(g->dt);
+  int bf = P->kernel == HPU_GEMM_BF16DOT;
+  for (int64_t jc = j0; jc < j1; jc += P->nc) {
+    int64_t ncur = j1 - jc < P->nc ? j1 - jc : P->nc, npan = (ncur + NR - 1) / NR;
+    for (int64_t jp = 0; jp < npan; jp++) {
+      int64_t cols = ncur - jp * NR < NR ? ncur - jp * NR : NR;
+      if (bf) pack_b_bf16(g, jc + jp * NR, cols, bpack + jp * kp * NR);
+      else pack_b_f32(g, jc + jp * NR, cols, (float *)(bpack + jp * kp * NR));
+    }
+    for (int64_t ip = i0; ip < i1; ip += MR) {
+      int64_t mr = i1 - ip < MR ? i1 - ip : MR;
+      int direct = P->adirect && mr == MR;
+      const char *arow = (const char *)g->a + ip * g->ars * es;
+      if (!direct) {
+        if (bf) pack_a_bf16(g, ip, mr, apack);
+        else pack_a_f32(g, ip, mr, (float *)apack);
+      }
+      f.i0 = ip;
+      f.mr = (int)mr;
+      /* k in blocks of kc steps: the A panel's block stays in L1 while the
+       * B panels' blocks stream from L2; partial sums wait in acc. */
+      for (int64_t kb = 0; kb < kp; kb += P->kc) {
+        int64_t kcur = kp - kb < P->kc ? kp - kb : P->kc;
+        f.first = kb == 0;
+        f.last = kb + kcur == kp;
+        for (int64_t jp = 0; jp < npan; jp++) {
+          const uint32_t *bp = bpack + jp * kp * NR + kb * NR;
+          int64_t nr = ncur - jp * NR < NR ? ncur - jp * NR : NR;
+          f.j0 = jc + jp * NR;
+          f.nr = (int)nr;
+          f.acc = acc + jp * MR * NR;
+          if (bf) {
+            if (direct) {
+              int64_t kel = f.last ? g->k - 2 * kb : 2 * kcur;
+              ukr_bf16_direct(kel, (const uint16_t *)arow + 2 * kb, g->ars, bp, &f);
+            } else {
+              ukr_bf16_packed(kcur, apack + kb * MR, bp, &f);
+            }
+          } else {
+            if (direct) ukr_f32_direct(kcur, (const float *)arow + kb, g->ars, (const float *)bp, &f);
+            else ukr_f32_packed(kcur, (const float *)apack + kb * MR, (const float *)bp, &f);
+          }
+        }
+      }
+    }
   }
 }
 
-static void compute_range(void *ctx, int64_t begin, int64_t end) {
-  drv_t *d = ctx;
-  const hpu_gemm_t *g = d->g;
-  float tile[MR * NR] __attribute__((aligned(64)));
-  int slot = atomic_fetch_add(&d->slot, 1);
-  void *own = NULL, *apack = d->apacks + (size_t)slot * d->abytes;
-  if (slot >= d->nslots) { /* the pool grew since hpu_gemm_run looked */
-    apack = own = malloc(d->abytes);
-    if (!apack) abort();
-  }
-  int64_t cur_ib = -1;
-  for (int64_t it = begin; it < end; it++) {
-    int64_t ib = it / d->nparts, part = it % d->nparts;
-    int64_t i0 = ib * d->mc, mc = g->m - i0 < d->mc ? g->m - i0 : d->mc;
-    if (ib != cur_ib) {
-      if (d->kernel == HPU_GEMM_BF16DOT) pack_a_bf16(g, i0, mc, apack);
-      else pack_a_f32(g, i0, mc, apack);
-      cur_ib = ib;
-    }
-    int64_t jp0 = part * d->ppp, jp1 = jp0 + d->ppp < d->nbp ? jp0 + d->ppp : d->nbp;
-    for (int64_t jp = jp0; jp < jp1; jp++) {
-      const uint32_t *bp = (const uint32_t *)d->bpack + jp * d->kp * NR;
-      int64_t j = d->j0 + jp * NR, nr = d->j0 + d->nc - j;
-      if (nr > NR) nr = NR;
-      for (int64_t ip = 0; ip < mc; ip += MR) {
-        const uint32_t *ap = (const uint32_t *)apack + ip * d->kp;
-        int64_t mr = mc - ip < MR ? mc - ip : MR;
-        if (d->kernel == HPU_GEMM_BF16DOT) ukr_bf16(d->kp, ap, bp, tile);
-        else ukr_f32(d->kp, (const float *)ap, (const float *)bp, tile);
-        epilogue(g, tile, i0 + ip, j, (int)mr, (int)nr);
-      }
+static char *worker_scratch(plan_t *P, void **own) {
+  int w = atomic_fetch_add(&P->next, 1);
+  *own = NULL;
+  if (w < P->nwork) return P->scratch + (size_t)w * P->per;
+  *own = malloc(P->per); /* the pool grew since the plan was made */
+  if (!*own) abort();
+  return *own;
+}
+
+static void part_range(void *ctx, int64_t begin, int64_t end) {
+  plan_t *P = ctx;
+  const hpu_gemm_t *g = P->g;
+  void *own;
+  char *scr = worker_scratch(P, &own);
+  int64_t total = P->split_n ? (g->n + NR - 1) / NR : (g->m + MR - 1) / MR;
+  for (int64_t t = begin; t < end; t++) {
+    int64_t u0 = total * t / P->nparts, u1 = total * (t + 1) / P->nparts;
+    if (u0 == u1) continue;
+    if (P->split_n) {
+      int64_t j1 = u1 * NR < g->n ? u1 * NR : g->n;
+      run_block(P, g, 0, g->m, u0 * NR, j1, scr);
+    } else {
+      int64_t i1 = u1 * MR < g->m ? u1 * MR : g->m;
+      run_block(P, g, u0 * MR, i1, 0, g->n, scr);
     }
   }
   free(own);
 }
 
-int hpu_gemm_run(const hpu_gemm_t *g, int kernel) {
-  drv_t d;
-  memset(&d, 0, sizeof d);
-  d.g = g;
-  d.kernel = kernel;
-  d.kp = kernel == HPU_GEMM_BF16DOT ? (g->k + 1) / 2 : g->k;
+static void batch_range(void *ctx, int64_t begin, int64_t end) {
+  plan_t *P = ctx;
+  void *own;
+  char *scr = worker_scratch(P, &own);
+  for (int64_t bi = begin; bi < end; bi++) {
+    hpu_gemm_t gb = *P->g;
+    gb.a = (const char *)gb.a + P->offs[3 * bi];
+    gb.b = (const char *)gb.b + P->offs[3 * bi + 1];
+    gb.c = (char *)gb.c + P->offs[3 * bi + 2];
+    run_block(P, &gb, 0, gb.m, 0, gb.n, scr);
+  }
+  free(own);
+}
+
+/* Share of the threads' time doing useful work when u units go to nt parts. */
+static double balance(int64_t u, int nt) { return (double)u / (double)(nt * ((u + nt - 1) / nt)); }
+
+int hpu_gemm_run_batched(const hpu_gemm_t *g, int kernel, int64_t nbatch, const int64_t *offs) {
+  plan_t P;
+  memset(&P, 0, sizeof P);
+  P.g = g;
+  P.kernel = kernel;
+  P.kp = kernel == HPU_GEMM_BF16DOT ? (g->k + 1) / 2 : g->k;
+  P.nbatch = nbatch;
+  P.offs = offs;
+  hpu_dtype_t kdt = kernel == HPU_GEMM_BF16DOT ? HPU_BFLOAT16 : HPU_FLOAT32;
+  P.adirect = g->dt == kdt && g->acs == 1 && g->k > 1;
   int nt = hpu_get_num_threads();
   if (nt < 1) nt = 1;
   double flops = 2.0 * (double)g->m * (double)g->n * (double)g->k;
-  int serial = flops < 2e6 || nt == 1;
-  /* A block in about half of L2, a multiple of MR. */
-  int64_t mc = (512 * 1024) / (d.kp * 4) / MR * MR;
-  if (mc > 192) mc = 192;
-  if (mc < MR) mc = MR;
-  if (mc > g->m) mc = g->m;
-  d.mc = mc;
-  d.nmb = (g->m + mc - 1) / mc;
-  /* B chunk up to 8 MB packed (of 32 MB L3). */
-  int64_t nc = (8 << 20) / (d.kp * 4 * NR) * NR;
+  int64_t mp = (g->m + MR - 1) / MR, np = (g->n + NR - 1) / NR;
+  /* B block: up to ~512 KB packed (half of a Zen 4/5 L2), so that it stays
+   * in L2 while every MR-row panel of A passes over it. */
+  int64_t pan = P.kp * NR * 4;
+  int64_t nc = (512 * 1024) / pan * NR;
   if (nc < NR) nc = NR;
-  if (nc > g->n) nc = g->n;
-  size_t bbytes = (size_t)((nc + NR - 1) / NR) * (size_t)d.kp * NR * 4;
-  d.abytes = ((size_t)((mc + MR - 1) / MR * MR) * (size_t)d.kp * 4 + 63) / 64 * 64;
-  /* All scratch up front, so running out of memory writes nothing. */
-  char *buf = malloc(bbytes + (size_t)nt * d.abytes + 64);
-  if (!buf) return -1;
-  d.apacks = buf;
-  d.nslots = nt;
-  d.bpack = buf + (size_t)nt * d.abytes;
-  for (int64_t j0 = 0; j0 < g->n; j0 += nc) {
-    d.j0 = j0;
-    d.nc = g->n - j0 < nc ? g->n - j0 : nc;
-    d.nbp = (d.nc + NR - 1) / NR;
-    hpu_parallel_for(d.nbp, serial ? d.nbp : 1, pack_b_range, &d);
-    /* Enough items for every thread; a part keeps >= 4 panels so the A pack
-     * (one per item) stays cheap next to the item's flops. */
-    int64_t parts = 1;
-    if (!serial && d.nmb < 2 * nt) {
-      parts = (2 * nt + d.nmb - 1) / d.nmb;
-      int64_t maxp = d.nbp / 4 > 0 ? d.nbp / 4 : 1;
-      if (parts > maxp) parts = maxp;
-    }
-    d.ppp = (d.nbp + parts - 1) / parts;
-    d.nparts = (d.nbp + d.ppp - 1) / d.ppp;
-    int64_t items = d.nmb * d.nparts;
-    atomic_store(&d.slot, 0);
-    hpu_parallel_for(items, serial ? items : 1, compute_range, &d);
+  int64_t ncap = np * NR;
+  /* Batches run whole on one thread when there are enough of them. */
+  int by_batch = nbatch > 1 && nt > 1 && (nbatch % nt == 0 || nbatch >= 4 * nt);
+  int serial = nt == 1 || (flops * (double)nbatch < 2e6);
+  int64_t parts = 1;
+  if (!serial && !by_batch) {
+    double bn = balance(np, nt), bm = balance(mp, nt);
+    /* columns preferred: each part packs only its own B columns */
+    P.split_n = bn >= bm - 0.05 && np >= nt;
+    parts = P.split_n ? (np < nt ? np : nt) : (mp < nt ? mp : nt);
+    if (parts < 1) parts = 1;
+    if (P.split_n) ncap = (np + parts - 1) / parts * NR;
   }
-  free(buf);
+  if (nc > ncap) nc = ncap;
+  P.nc = nc;
+  /* A in place only while it stays in L2 or is read once: rows re-read from
+   * L3 come as 12 short strided streams the prefetchers do not follow, and
+   * a packed panel is one contiguous stream. */
+  if (ncap > nc && (double)g->m * (double)g->k * (double)hpu_dtype_size(g->dt) > 512.0 * 1024) P.adirect = 0;
+  P.nparts = parts;
+  size_t abytes = ((size_t)P.kp * MR * 4 + 63) / 64 * 64;
+  size_t bbytes = ((size_t)(nc / NR) * (size_t)pan + 63) / 64 * 64;
+  P.boff = abytes;
+  P.toff = abytes + bbytes;
+  P.accoff = P.toff + MR * NR * 4;
+  P.per = P.accoff + (size_t)(nc / NR) * MR * NR * 4;
+  /* k blocks of <= 192 steps: a 12 x 192 A block (9 KB) and a 192 x 32 B
+   * block (24 KB) share the 48 KB L1. */
+  int64_t nkb = (P.kp + 191) / 192;
+  P.kc = (P.kp + nkb - 1) / nkb;
+  P.nwork = serial ? 1 : nt;
+  int slot;
+  P.scratch = scratch_get(P.per * (size_t)P.nwork, &slot);
+  if (!P.scratch) return -1;
+  if (serial || by_batch) {
+    if (by_batch && !serial) {
+      hpu_parallel_for(nbatch, 1, batch_range, &P);
+    } else {
+      for (int64_t bi = 0; bi < nbatch; bi++) {
+        hpu_gemm_t gb = *g;
+        if (offs) {
+          gb.a = (const char *)gb.a + offs[3 * bi];
+          gb.b = (const char *)gb.b + offs[3 * bi + 1];
+          gb.c = (char *)gb.c + offs[3 * bi + 2];
+        }
+        run_block(&P, &gb, 0, gb.m, 0, gb.n, P.scratch);
+      }
+    }
+  } else {
+    for (int64_t bi = 0; bi < nbatch; bi++) {
+      hpu_gemm_t gb = *g;
+      if (offs) {
+        gb.a = (const char *)gb.a + offs[3 * bi];
+        gb.b = (const char *)gb.b + offs[3 * bi + 1];
+        gb.c = (char *)gb.c + offs[3 * bi + 2];
+      }
+      P.g = &gb;
+      atomic_store(&P.next, 0);
+      hpu_parallel_for(parts, 1, part_range, &P);
+    }
+  }
+  scratch_put(P.scratch, slot);
   return 0;
 }
+
+int hpu_gemm_run(const hpu_gemm_t *g, int kernel) { return hpu_gemm_run_batched(g, kernel, 1, NULL); }
 
 #else /* no x86 clones: matmul.c's path for everything */
 
@@ -456,6 +785,13 @@ int hpu_gemm_choose(const hpu_gemm_t *g) {
 int hpu_gemm_run(const hpu_gemm_t *g, int kernel) {
   (void)g;
   (void)kernel;
+  return -1;
+}
+int hpu_gemm_run_batched(const hpu_gemm_t *g, int kernel, int64_t nbatch, const int64_t *offs) {
+  (void)g;
+  (void)kernel;
+  (void)nbatch;
+  (void)offs;
   return -1;
 }
 

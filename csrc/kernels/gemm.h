@@ -37,6 +37,12 @@ int hpu_gemm_choose(const hpu_gemm_t *g);
  * kernel pool. Returns 0 on success, -1 if out of host memory (nothing written). */
 int hpu_gemm_run(const hpu_gemm_t *g, int kernel);
 
+/* nbatch products of g's shape: batch b reads a + offs[3b], b + offs[3b + 1]
+ * and writes c + offs[3b + 2] (byte offsets; offs may be NULL when nbatch is
+ * 1). Many batches run one whole product per thread. Returns 0, or -1 if out
+ * of host memory (nothing written). */
+int hpu_gemm_run_batched(const hpu_gemm_t *g, int kernel, int64_t nbatch, const int64_t *offs);
+
 /* Testing: force a kernel for every call (HPU_GEMM_AUTO restores the
  * measured rule); a kernel the CPU lacks is ignored. Returns the old value. */
 int hpu_gemm_force(int kernel);

@@ -266,6 +266,25 @@ void hpu_kernel_matmul(const hpu_node_t *node) {
     p.scratch = malloc((size_t)(m * k + k * n + m * n) * es + 64);
     sync_blas_threads();
   }
+  if (kernel != HPU_GEMM_NONE) {
+    /* All batches in one call: small batched products (attention) run one
+     * whole GEMM per thread instead of a parallel region each. */
+    int64_t *offs = nbatch > 1 ? malloc((size_t)nbatch * 3 * sizeof(int64_t)) : NULL;
+    if (nbatch == 1 || offs) {
+      for (int64_t bi = 0; offs && bi < nbatch; bi++) {
+        offs[3 * bi] = batch_offset(A, out, bi);
+        offs[3 * bi + 1] = batch_offset(B, out, bi);
+        offs[3 * bi + 2] = batch_offset(out, out, bi);
+      }
+      g.a = hpu_tensor_data(A);
+      g.b = hpu_tensor_data(B);
+      g.c = hpu_tensor_data(out);
+      int rc = hpu_gemm_run_batched(&g, kernel, nbatch, offs);
+      free(offs);
+      if (rc == 0) return;
+    }
+    /* out of host memory: nothing written, the loop below retries per batch */
+  }
   for (int64_t bi = 0; bi < nbatch; bi++) {
     mat_t a = mat_of(A, batch_offset(A, out, bi));
     mat_t b = mat_of(B, batch_offset(B, out, bi));

@@ -204,6 +204,28 @@ static void test_old_path(void) {
   run_threads(HPU_GEMM_NONE, HPU_BFLOAT16);
 }
 
+/* The driver's other paths: many batches (one whole product per thread),
+ * k blocks with partial sums, and A too large to read in place (packed per
+ * panel) with more than one B block; odd k, edge tiles, transposed operands. */
+static void test_blocks(void) {
+  static const mm_case_t cases[] = {
+      {8, 37, 45, 70, 0, 1, 1, 0, 0, 1.0f, 0.0f},   {8, 37, 45, 71, 1, 0, 1, 0, 1, 2.0f, 0.5f},
+      {6, 24, 64, 33, 0, 0, 2, 0, 2, 1.0f, 1.0f},   {1, 264, 260, 1031, 0, 0, 1, 0, 0, 1.0f, 0.0f},
+      {1, 262, 300, 1030, 1, 1, 1, 0, 1, 1.0f, 1.0f}, {1, 250, 290, 1100, 0, 1, 1, 0, 0, 1.0f, 0.0f},
+  };
+  hpu_dtype_t dts[] = {HPU_FLOAT32, HPU_BFLOAT16};
+  int saved = hpu_get_num_threads();
+  for (int nt = 1; nt <= 2; nt++) {
+    hpu_set_num_threads(nt);
+    for (int d = 0; d < 2; d++)
+      for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        check(&cases[c], dts[d], 1);
+        check(&cases[c], dts[d], 0);
+      }
+  }
+  hpu_set_num_threads(saved);
+}
+
 /* Rounding of the result happens once: bf16 output of a sum that is exact in
  * fp32 but not in bf16 (1 + 2^-9 + 2^-9 ... rounds to 1 only at the end). */
 static void test_round_once(void) {
@@ -279,6 +301,7 @@ int main(void) {
   CU_add_test(s, "f32 fma bfloat16", test_fma_bf16);
   CU_add_test(s, "bf16 dot bfloat16", test_dot_bf16);
   CU_add_test(s, "blas/convert path", test_old_path);
+  CU_add_test(s, "batches and blocks", test_blocks);
   CU_add_test(s, "round once", test_round_once);
   CU_add_test(s, "nan/inf", test_nan_inf);
   CU_basic_set_mode(CU_BRM_VERBOSE);
