@@ -4,13 +4,27 @@
  * The caller takes part, so a size of n means n - 1 pool threads, created
  * lazily on the first parallel_for that needs them and never per call.
  *
- * One job at a time: a job lives on the caller's stack and is published under
- * the pool lock; woken workers join it and claim chunks with an atomic
- * counter, the caller claims chunks too, then unpublishes the job and waits
- * until every worker that joined has left. A second thread that finds the
- * pool busy (two cards' workers, say) runs its range inline instead of
- * queueing behind the first, which also rules out deadlocks. Calls made from
- * inside a chunk run inline.
+ * One job at a time, in a static slot. The range is cut into up to
+ * HPU_PARALLEL_SPLIT chunks per thread (each >= grain) that threads claim
+ * dynamically: on a shared 2-core box a pool thread often starts late (its
+ * wake-up takes tens of microseconds, or it is preempted), and with one chunk
+ * per thread the caller would then wait for a whole late chunk; with smaller
+ * chunks the threads that are running do the work.
+ *
+ * Claiming is lock-free through one 64-bit ticket {generation, nchunks,
+ * next chunk}: a claim is a CAS on the ticket, so a thread that read a job
+ * late can never claim a chunk of a later job by mistake, and it reads the
+ * job's fields only while its generation is live (the slot is rewritten only
+ * after every chunk of the current job is done). Completion is a counter the
+ * caller spins on (then sleeps; the last finisher wakes it).
+ *
+ * Any thread may help with the running job (hpu_parallel_help): the host
+ * thread does so while it waits in synchronize, instead of spinning idle
+ * while the kernel needs the CPU.
+ *
+ * A second thread that finds the pool busy (two cards' workers, say) runs
+ * its range inline instead of queueing behind the first, which also rules
+ * out deadlocks. Calls made from inside a chunk run inline.
  *
  * Fork: the child has none of the threads, so a fork handler resets the pool
  * (the prepare handler holds the lock, so its state is consistent); the child
@@ -29,28 +43,32 @@
 #include "runtime/runtime.h"
 
 #define MAX_THREADS 1024
-#define POOL_SPIN_NS 10000 /* idle workers stay awake this long for the next job */
+#define POOL_SPIN_NS 50000   /* idle workers stay awake this long for the next job */
+#define CALLER_SPIN_NS 200000 /* the caller spins this long for late chunks before sleeping */
 
-typedef struct job {
-  hpu_range_fn fn;
-  void *ctx;
-  int64_t n;
-  int nchunks;
-  atomic_int next;   /* next chunk to claim */
-  int active;        /* workers inside the job (under pool.mu) */
-} job_t;
+/* ticket layout: generation in the high 32 bits, nchunks in bits 16..31,
+ * next chunk to claim in bits 0..15 (nchunks <= 65535). */
+#define T_GEN(t) ((uint32_t)((t) >> 32))
+#define T_NCH(t) ((int)(((t) >> 16) & 0xffff))
+#define T_NEXT(t) ((int)((t) & 0xffff))
+#define MAX_CHUNKS 0xffff
 
 static struct pool {
   pthread_mutex_t mu;
   pthread_cond_t work_cv; /* workers wait for a job */
-  pthread_cond_t done_cv; /* the caller waits for workers to leave */
+  pthread_cond_t done_cv; /* the caller waits for the last chunk */
   pthread_mutex_t busy;   /* held by the thread whose job is running */
-  job_t *job;
-  _Atomic uint64_t gen;    /* bumped per job, read while spinning */
+  /* the job slot (valid while its generation is in the ticket and unfinished) */
+  hpu_range_fn fn;
+  void *ctx;
+  int64_t n;
+  _Atomic uint64_t ticket;
+  _Atomic uint64_t done;  /* chunks finished */
+  atomic_int caller_sleeping;
+  atomic_int sleeping;    /* workers asleep on work_cv */
   int nworkers;
-  int sleeping;
 } pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER,
-          PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0, 0};
+          PTHREAD_MUTEX_INITIALIZER, NULL, NULL, 0, 0, 0, 0, 0, 0};
 
 static atomic_int num_threads; /* 0 = not decided yet */
 static _Thread_local int in_parallel;
@@ -65,9 +83,11 @@ static void fork_child(void) {
   pthread_cond_init(&pool.work_cv, NULL);
   pthread_cond_init(&pool.done_cv, NULL);
   pthread_mutex_init(&pool.busy, NULL);
-  pool.job = NULL;
+  uint64_t t = atomic_load(&pool.ticket);
+  atomic_store(&pool.ticket, (uint64_t)(T_GEN(t) + 1) << 32); /* no chunks */
+  atomic_store(&pool.sleeping, 0);
+  atomic_store(&pool.caller_sleeping, 0);
   pool.nworkers = 0;
-  pool.sleeping = 0;
 }
 static void register_fork(void) { pthread_atfork(fork_prepare, fork_parent, fork_child); }
 
@@ -101,41 +121,62 @@ hpu_status_t hpu_set_num_threads(int n) {
   return HPU_SUCCESS;
 }
 
-static void run_chunks(job_t *job) {
-  int c;
-  while ((c = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed)) < job->nchunks) {
+/* Claims and runs chunks of the job whose ticket generation is `gen` until
+ * none is left. Returns how many chunks this thread ran. */
+static int run_chunks(uint32_t gen) {
+  int ran = 0;
+  uint64_t t = atomic_load_explicit(&pool.ticket, memory_order_acquire);
+  for (;;) {
+    if (T_GEN(t) != gen || T_NEXT(t) >= T_NCH(t)) return ran;
+    /* Read the job before claiming: valid if the claim succeeds (the slot
+     * is only rewritten after all chunks of this generation are done). */
+    hpu_range_fn fn = pool.fn;
+    void *ctx = pool.ctx;
+    int64_t n = pool.n;
+    if (!atomic_compare_exchange_weak_explicit(&pool.ticket, &t, t + 1, memory_order_acq_rel,
+                                               memory_order_acquire))
+      continue;
+    int c = T_NEXT(t), nch = T_NCH(t);
     /* Balanced split without overflow: the first n % nchunks chunks get one more. */
-    int64_t q = job->n / job->nchunks, r = job->n % job->nchunks;
+    int64_t q = n / nch, r = n % nch;
     int64_t begin = c * q + (c < r ? c : r);
-    job->fn(job->ctx, begin, begin + q + (c < r));
+    fn(ctx, begin, begin + q + (c < r));
+    ran++;
+    if (atomic_fetch_add(&pool.done, 1) + 1 == (uint64_t)nch &&
+        atomic_load(&pool.caller_sleeping)) {
+      pthread_mutex_lock(&pool.mu);
+      pthread_cond_signal(&pool.done_cv);
+      pthread_mutex_unlock(&pool.mu);
+    }
+    t = atomic_load_explicit(&pool.ticket, memory_order_acquire);
   }
+}
+
+/* True when the ticket holds unclaimed chunks of a generation other than seen. */
+static int has_new_work(uint64_t t, uint32_t seen) {
+  return T_GEN(t) != seen && T_NEXT(t) < T_NCH(t);
 }
 
 static void *worker_main(void *arg) {
   (void)arg;
   in_parallel = 1;
-  uint64_t seen = 0;
-  pthread_mutex_lock(&pool.mu);
+  uint32_t seen = T_GEN(atomic_load(&pool.ticket));
   for (;;) {
-    if (!pool.job || atomic_load(&pool.gen) == seen) {
-      /* Spin a little without the lock: kernels come in bursts. */
-      pthread_mutex_unlock(&pool.mu);
-      hpu_spin_wait_u64(&pool.gen, seen, POOL_SPIN_NS);
-      pthread_mutex_lock(&pool.mu);
-      if (!pool.job || atomic_load(&pool.gen) == seen) {
-        pool.sleeping++;
-        while (!pool.job || atomic_load(&pool.gen) == seen) pthread_cond_wait(&pool.work_cv, &pool.mu);
-        pool.sleeping--;
+    uint64_t t = atomic_load_explicit(&pool.ticket, memory_order_acquire);
+    if (!has_new_work(t, seen)) {
+      /* Spin a little: kernels come in bursts. */
+      if (!hpu_spin_wait_u64(&pool.ticket, t, POOL_SPIN_NS)) {
+        pthread_mutex_lock(&pool.mu);
+        atomic_fetch_add(&pool.sleeping, 1);
+        while (!has_new_work(atomic_load(&pool.ticket), seen))
+          pthread_cond_wait(&pool.work_cv, &pool.mu);
+        atomic_fetch_sub(&pool.sleeping, 1);
+        pthread_mutex_unlock(&pool.mu);
       }
       continue;
     }
-    job_t *job = pool.job;
-    seen = atomic_load(&pool.gen);
-    job->active++;
-    pthread_mutex_unlock(&pool.mu);
-    run_chunks(job);
-    pthread_mutex_lock(&pool.mu);
-    if (--job->active == 0) pthread_cond_signal(&pool.done_cv);
+    seen = T_GEN(t);
+    run_chunks(seen);
   }
   return NULL;
 }
@@ -157,6 +198,16 @@ static int grow_pool(int want) {
   return pool.nworkers;
 }
 
+int hpu_parallel_help(void) {
+  if (in_parallel) return 0;
+  uint64_t t = atomic_load_explicit(&pool.ticket, memory_order_acquire);
+  if (T_NEXT(t) >= T_NCH(t)) return 0;
+  in_parallel = 1;
+  int ran = run_chunks(T_GEN(t));
+  in_parallel = 0;
+  return ran;
+}
+
 void hpu_parallel_for(int64_t n, int64_t grain, hpu_range_fn fn, void *ctx) {
   if (n <= 0 || !fn) return;
   if (grain < 1) grain = 1;
@@ -166,33 +217,50 @@ void hpu_parallel_for(int64_t n, int64_t grain, hpu_range_fn fn, void *ctx) {
     return;
   }
   int64_t chunks = n / grain; /* every chunk gets at least `grain` items */
-  if (chunks > threads) chunks = threads;
+  int64_t most = (int64_t)threads * HPU_PARALLEL_SPLIT;
+  if (most > MAX_CHUNKS) most = MAX_CHUNKS;
+  if (chunks > most) chunks = most;
   if (chunks < 2 || pthread_mutex_trylock(&pool.busy) != 0) {
     fn(ctx, 0, n);
     return;
   }
-  job_t job = {.fn = fn, .ctx = ctx, .n = n, .nchunks = (int)chunks};
-  atomic_init(&job.next, 0);
-  pthread_mutex_lock(&pool.mu);
-  int workers = grow_pool(threads - 1);
-  if (workers == 0) {
+  if (pool.nworkers < threads - 1) {
+    pthread_mutex_lock(&pool.mu);
+    int workers = grow_pool(threads - 1);
     pthread_mutex_unlock(&pool.mu);
-    pthread_mutex_unlock(&pool.busy);
-    fn(ctx, 0, n);
-    return;
+    if (workers == 0) {
+      pthread_mutex_unlock(&pool.busy);
+      fn(ctx, 0, n);
+      return;
+    }
   }
-  pool.job = &job;
-  atomic_fetch_add(&pool.gen, 1);
-  if (pool.sleeping) pthread_cond_broadcast(&pool.work_cv);
-  pthread_mutex_unlock(&pool.mu);
+  /* Publish: the slot first, then the ticket (release). */
+  pool.fn = fn;
+  pool.ctx = ctx;
+  pool.n = n;
+  atomic_store_explicit(&pool.done, 0, memory_order_relaxed);
+  uint32_t gen = T_GEN(atomic_load(&pool.ticket)) + 1;
+  atomic_store(&pool.ticket, ((uint64_t)gen << 32) | ((uint64_t)chunks << 16));
+  if (atomic_load(&pool.sleeping)) { /* seq_cst pairs with the workers' sleeping++ */
+    pthread_mutex_lock(&pool.mu);
+    pthread_cond_broadcast(&pool.work_cv);
+    pthread_mutex_unlock(&pool.mu);
+  }
 
   in_parallel = 1;
-  run_chunks(&job);
+  run_chunks(gen);
   in_parallel = 0;
 
-  pthread_mutex_lock(&pool.mu);
-  pool.job = NULL; /* no new joiners; every chunk is claimed by now */
-  while (job.active > 0) pthread_cond_wait(&pool.done_cv, &pool.mu);
-  pthread_mutex_unlock(&pool.mu);
+  /* Every chunk is claimed; wait for the ones other threads still run. */
+  if (atomic_load_explicit(&pool.done, memory_order_acquire) < (uint64_t)chunks) {
+    hpu_spin_wait_ge_u64(&pool.done, (uint64_t)chunks, CALLER_SPIN_NS);
+    if (atomic_load_explicit(&pool.done, memory_order_acquire) < (uint64_t)chunks) {
+      pthread_mutex_lock(&pool.mu);
+      atomic_store(&pool.caller_sleeping, 1);
+      while (atomic_load(&pool.done) < (uint64_t)chunks) pthread_cond_wait(&pool.done_cv, &pool.mu);
+      atomic_store(&pool.caller_sleeping, 0);
+      pthread_mutex_unlock(&pool.mu);
+    }
+  }
   pthread_mutex_unlock(&pool.busy);
 }

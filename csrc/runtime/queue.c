@@ -19,11 +19,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+#include "hpu/parallel.h"
 
 #include "runtime/runtime.h"
 
 #define WORKER_SPIN_NS 20000  /* worker: how long to wait for more work awake */
-#define SYNC_SPIN_NS 20000    /* synchronize: how long to spin before sleeping */
+#define SYNC_SPIN_NS 100000   /* synchronize: how long to stay awake before sleeping */
+#define SYNC_SLICE_NS 2000     /* synchronize: spin slice between looks for kernel chunks */
 
 typedef struct task {
   hpu_task_fn fn;
@@ -207,10 +211,28 @@ static hpu_status_t take_error(queue_t *q) {
   return st;
 }
 
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Waits for `target` completions, first awake: the waiting thread helps with
+ * the chunks of the kernel the worker is running (on a 2-core box the host
+ * would otherwise spin on a core the kernel needs), then spins; it sleeps
+ * only when the work outlasts the budget. */
 static void wait_submitted(queue_t *q) {
   uint64_t target = atomic_load_explicit(&q->submitted, memory_order_relaxed);
   if (atomic_load_explicit(&q->completed, memory_order_acquire) < target) {
-    hpu_spin_wait_ge_u64(&q->completed, target, SYNC_SPIN_NS);
+    uint64_t deadline = 0;
+    while (atomic_load_explicit(&q->completed, memory_order_acquire) < target) {
+      if (hpu_parallel_help() > 0) continue;
+      if (hpu_spin_wait_ge_u64(&q->completed, target, SYNC_SLICE_NS)) break;
+      uint64_t t = now_ns();
+      if (!hpu_spin_enabled()) break;
+      if (!deadline) deadline = t + SYNC_SPIN_NS;
+      else if (t > deadline) break;
+    }
     if (atomic_load_explicit(&q->completed, memory_order_acquire) < target) {
       pthread_mutex_lock(&q->mu);
       q->waiters++;

@@ -50,6 +50,8 @@ int hpu_queue_current_device(void);
  * the CPU between short bursts so an oversubscribed box still progresses.
  * Returns 1 if the word changed. */
 int hpu_spin_wait_u64(const void *word, uint64_t old, uint64_t budget_ns);
+/* 0 when spinning is pointless (the process may use one CPU only). */
+int hpu_spin_enabled(void);
 /* Same, but waits until *word >= target. */
 int hpu_spin_wait_ge_u64(const void *word, uint64_t target, uint64_t budget_ns);
 

@@ -54,6 +54,11 @@ static int spin(const _Atomic uint64_t *w, uint64_t v, int ge, uint64_t budget_n
 #undef DONE
 }
 
+int hpu_spin_enabled(void) {
+  pthread_once(&cpu_once, detect_cpus);
+  return !single_cpu;
+}
+
 int hpu_spin_wait_u64(const void *word, uint64_t old, uint64_t budget_ns) {
   return spin((const _Atomic uint64_t *)word, old, 0, budget_ns);
 }

@@ -39,7 +39,7 @@ static int check_cover(int64_t n, int64_t grain, int threads) {
   int ok = 1;
   for (int64_t i = 0; i < n; i++) ok &= c.hits[i] == 1;
   if (n > 0) {
-    ok &= c.calls >= 1 && c.calls <= threads;
+    ok &= c.calls >= 1 && c.calls <= threads * HPU_PARALLEL_SPLIT;
     if (c.calls > 1) ok &= c.min_chunk >= grain;
     if (n <= grain) ok &= c.calls == 1 && c.other_threads == 0;
   } else {

@@ -12,9 +12,19 @@ extern "C" {
 
 typedef void (*hpu_range_fn)(void *ctx, int64_t begin, int64_t end);
 
-/* Splits [0, n) into at most hpu_get_num_threads() chunks of at least
- * `grain` items and runs fn on each; returns when all are done. */
+/* Chunks per thread a range is cut into at most (claimed dynamically, so
+ * threads that start late or get preempted do not hold the others up). */
+#define HPU_PARALLEL_SPLIT 4
+
+/* Splits [0, n) into at most HPU_PARALLEL_SPLIT * hpu_get_num_threads()
+ * chunks of at least `grain` items and runs fn on each, on the calling
+ * thread and the pool; returns when all are done. */
 void hpu_parallel_for(int64_t n, int64_t grain, hpu_range_fn fn, void *ctx);
+
+/* Runs unclaimed chunks of the job the pool is running, if any, on the
+ * calling thread (a thread that would otherwise wait idle, e.g. the host in
+ * synchronize). Returns the number of chunks it ran. */
+int hpu_parallel_help(void);
 
 #ifdef __cplusplus
 }
