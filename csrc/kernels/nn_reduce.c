@@ -5,9 +5,10 @@
  * per position) and reduced dims R. R is ordered by stride, innermost first,
  * and contiguous neighbours are coalesced, so R is walked in runs along its
  * innermost dim; each run feeds an accumulator. Float sums run in blocks of
- * 4096 elements over 32 float lanes (vectorised; AVX2/AVX-512 clones), each
+ * 4096 elements over 64 float lanes (vectorised; AVX2/AVX-512 clones), each
  * block's float total added into a double: at least as accurate as
- * PyTorch's cascade sum. Outputs are split over the thread pool; when there
+ * PyTorch's cascade sum; 64 lanes = four independent AVX-512 add chains,
+ * so the loop runs at load speed instead of add latency. Outputs are split over the thread pool; when there
  * are fewer outputs than threads and many elements per output, each output's
  * R is split in fixed blocks (deterministic for any thread count) whose
  * partial accumulators are merged in order. */
@@ -129,15 +130,16 @@ static void kept_offsets(const red_t *r, int64_t m, int64_t *in_off, int64_t *ou
 #define SQ_ABS(v) fabsf(v)
 
 #define DEF_SUM(NAME, T, LD, OPF, ISA)                                          \
-  static HPU_ATTR_##ISA double NAME##_##ISA(const T *p, int64_t n) {            \
+  static HPU_ATTR_##ISA double NAME##_##ISA(const void *pv, int64_t n) {        \
+    const T *p = pv;                                                            \
     double total = 0;                                                           \
     for (int64_t b = 0; b < n; b += 4096) {                                     \
       int64_t m = n - b < 4096 ? n - b : 4096;                                  \
       const T *q = p + b;                                                       \
-      float acc[32] = {0};                                                      \
+      float acc[64] = {0};                                                      \
       int64_t i = 0;                                                            \
-      for (; i + 32 <= m; i += 32)                                              \
-        for (int j = 0; j < 32; j++) {                                          \
+      for (; i + 64 <= m; i += 64)                                              \
+        for (int j = 0; j < 64; j++) {                                          \
           float v = LD(q[i + j]);                                               \
           acc[j] += OPF(v);                                                     \
         }                                                                       \
@@ -146,6 +148,7 @@ static void kept_offsets(const red_t *r, int64_t m, int64_t *in_off, int64_t *ou
         float v = LD(q[i]);                                                     \
         t += OPF(v);                                                            \
       }                                                                         \
+      for (int j = 0; j < 32; j++) acc[j] += acc[j + 32];                       \
       for (int j = 0; j < 16; j++) acc[j] += acc[j + 16];                       \
       for (int j = 0; j < 8; j++) acc[j] += acc[j + 8];                         \
       for (int j = 0; j < 8; j++) t += acc[j];                                  \
@@ -171,25 +174,30 @@ DEF_SUM_SET(avx512)
 typedef double (*sum_fn)(const void *, int64_t);
 enum { S_SUM, S_SQ, S_ABS };
 
-static double fast_sum(int which, hpu_dtype_t dt, const void *p, int64_t n) {
+/* The contiguous sum loop for `which` over dtype dt (float32 or bfloat16). */
+static sum_fn pick_sum(int which, hpu_dtype_t dt) {
   hpu_isa_t isa = hpu_kernels_isa();
 #if HPU_HAVE_ISA_CLONES
-#define PICK(NAME, T)                                                     \
-  return isa == HPU_ISA_AVX512 ? NAME##_avx512((const T *)p, n)            \
-         : isa == HPU_ISA_AVX2 ? NAME##_avx2((const T *)p, n)              \
-                               : NAME##_generic((const T *)p, n)
+#define PICK(NAME)                                                  \
+  return isa == HPU_ISA_AVX512 ? NAME##_avx512                       \
+         : isa == HPU_ISA_AVX2 ? NAME##_avx2                         \
+                               : NAME##_generic
 #else
-#define PICK(NAME, T) (void)isa; return NAME##_generic((const T *)p, n)
+#define PICK(NAME) (void)isa; return NAME##_generic
 #endif
   if (dt == HPU_FLOAT32) {
-    if (which == S_SUM) { PICK(sum_f32, float); }
-    if (which == S_SQ) { PICK(sumsq_f32, float); }
-    PICK(sumabs_f32, float);
+    if (which == S_SUM) { PICK(sum_f32); }
+    if (which == S_SQ) { PICK(sumsq_f32); }
+    PICK(sumabs_f32);
   }
-  if (which == S_SUM) { PICK(sum_bf16, uint16_t); }
-  if (which == S_SQ) { PICK(sumsq_bf16, uint16_t); }
-  PICK(sumabs_bf16, uint16_t);
+  if (which == S_SUM) { PICK(sum_bf16); }
+  if (which == S_SQ) { PICK(sumsq_bf16); }
+  PICK(sumabs_bf16);
 #undef PICK
+}
+
+static double fast_sum(int which, hpu_dtype_t dt, const void *p, int64_t n) {
+  return pick_sum(which, dt)(p, n);
 }
 
 /* Accumulators --------------------------------------------------------------- */
@@ -372,8 +380,32 @@ static void finish(const red_t *r, const acc_t *a, const acc_t *mean, int64_t *o
 
 static int two_pass(const red_t *r) { return r->kind == HPU_REDUCE_VAR || r->kind == HPU_REDUCE_STD; }
 
+/* sum / mean of contiguous rows (the reduced dims form one contiguous run
+ * per output): one loop pick per chunk instead of the general walk per row,
+ * whose bookkeeping costs as much as summing a row of 1024. */
+static int rows_fast(const red_t *r) {
+  return (r->kind == HPU_REDUCE_SUM || r->kind == HPU_REDUCE_MEAN) && !r->imode &&
+         fast_dtype(r->dti) && r->nr == 1 && r->rin[0] == (int64_t)hpu_dtype_size(r->dti) &&
+         r->nk <= 1;
+}
+
+static void reduce_rows_fast(const red_t *r, int64_t begin, int64_t end) {
+  sum_fn f = pick_sum(S_SUM, r->dti);
+  int64_t kin = r->nk ? r->kin[0] : 0, kout = r->nk ? r->kout[0][0] : 0;
+  int mean = r->kind == HPU_REDUCE_MEAN;
+  for (int64_t m = begin; m < end; m++) {
+    double v = f(r->in + m * kin, r->rsz[0]);
+    /* mean divides as finish() does (same result as the general path) */
+    hpu_store_f64(r->out[0] + m * kout, r->dto[0], mean ? v / (double)r->L : v);
+  }
+}
+
 static void reduce_outputs(void *ctx, int64_t begin, int64_t end) {
   const red_t *r = ctx;
+  if (rows_fast(r)) {
+    reduce_rows_fast(r, begin, end);
+    return;
+  }
   for (int64_t m = begin; m < end; m++) {
     int64_t io, oo[2];
     kept_offsets(r, m, &io, oo);
