@@ -18,7 +18,25 @@
 #include "kernels/kernels.h"
 #include "kernels/nn_util.h"
 
-#define LANES 16
+/* Row reductions keep 64 float lanes (four AVX-512 chains: the loops run at
+ * load speed, not at add/max latency), then 16 for the rest. */
+#define LANES 64
+#define ROW_LOOP(...)                                         \
+  for (; i + LANES <= n; i += LANES)                          \
+    for (int j = 0; j < LANES; j++) __VA_ARGS__               \
+  for (; i + 16 <= n; i += 16)                                \
+    for (int j = 0; j < 16; j++) __VA_ARGS__
+/* Folds the 64 lanes into the first 16 (vector adds / maxes). */
+#define FOLD_SUM(s)                                                   \
+  do {                                                                \
+    for (int j = 0; j < 32; j++) s[j] += s[j + 32];                   \
+    for (int j = 0; j < 16; j++) s[j] += s[j + 16];                   \
+  } while (0)
+#define FOLD_MAX(m)                                                   \
+  do {                                                                \
+    for (int j = 0; j < 32; j++) m[j] = m[j + 32] > m[j] ? m[j + 32] : m[j]; \
+    for (int j = 0; j < 16; j++) m[j] = m[j + 16] > m[j] ? m[j + 16] : m[j]; \
+  } while (0)
 
 /* Row conversions --------------------------------------------------------------- */
 
@@ -71,41 +89,38 @@ static void store_row(char *dst, const float *src, int64_t n, hpu_dtype_t dt) {
     float m[LANES];                                                                     \
     for (int j = 0; j < LANES; j++) m[j] = -INFINITY;                                   \
     int64_t i = 0;                                                                      \
-    for (; i + LANES <= n; i += LANES)                                                  \
-      for (int j = 0; j < LANES; j++) m[j] = x[i + j] > m[j] ? x[i + j] : m[j];         \
+    ROW_LOOP(m[j] = x[i + j] > m[j] ? x[i + j] : m[j];)         \
     float r = -INFINITY;                                                                \
     for (; i < n; i++) r = x[i] > r ? x[i] : r;                                         \
-    for (int j = 0; j < LANES; j++) r = m[j] > r ? m[j] : r;                            \
+    FOLD_MAX(m); for (int j = 0; j < 16; j++) r = m[j] > r ? m[j] : r;                            \
     return r;                                                                           \
   }                                                                                     \
   /* y = exp(x - c); returns sum(y) */                                                  \
   static HPU_ATTR_##ISA float rexp_##ISA(const float *x, float *y, int64_t n, float c) { \
     float s[LANES] = {0};                                                               \
     int64_t i = 0;                                                                      \
-    for (; i + LANES <= n; i += LANES)                                                  \
-      for (int j = 0; j < LANES; j++) {                                                 \
+    ROW_LOOP({                                                 \
         float e = hpu_nn_expf(x[i + j] - c);                                            \
         y[i + j] = e;                                                                   \
         s[j] += e;                                                                      \
-      }                                                                                 \
+      })                                                                                 \
     float r = 0;                                                                        \
     for (; i < n; i++) {                                                                \
       float e = hpu_nn_expf(x[i] - c);                                                  \
       y[i] = e;                                                                         \
       r += e;                                                                           \
     }                                                                                   \
-    for (int j = 0; j < LANES; j++) r += s[j];                                          \
+    FOLD_SUM(s); for (int j = 0; j < 16; j++) r += s[j];                                          \
     return r;                                                                           \
   }                                                                                     \
   /* sum(exp(x - c)) without storing */                                                 \
   static HPU_ATTR_##ISA float rexpsum_##ISA(const float *x, int64_t n, float c) {       \
     float s[LANES] = {0};                                                               \
     int64_t i = 0;                                                                      \
-    for (; i + LANES <= n; i += LANES)                                                  \
-      for (int j = 0; j < LANES; j++) s[j] += hpu_nn_expf(x[i + j] - c);                \
+    ROW_LOOP(s[j] += hpu_nn_expf(x[i + j] - c);)                \
     float r = 0;                                                                        \
     for (; i < n; i++) r += hpu_nn_expf(x[i] - c);                                      \
-    for (int j = 0; j < LANES; j++) r += s[j];                                          \
+    FOLD_SUM(s); for (int j = 0; j < 16; j++) r += s[j];                                          \
     return r;                                                                           \
   }                                                                                     \
   static HPU_ATTR_##ISA void rscale_##ISA(float *y, int64_t n, float a, float b) {      \
@@ -118,35 +133,32 @@ static void store_row(char *dst, const float *src, int64_t n, hpu_dtype_t dt) {
   static HPU_ATTR_##ISA float rsum_##ISA(const float *x, int64_t n) {                   \
     float s[LANES] = {0};                                                               \
     int64_t i = 0;                                                                      \
-    for (; i + LANES <= n; i += LANES)                                                  \
-      for (int j = 0; j < LANES; j++) s[j] += x[i + j];                                 \
+    ROW_LOOP(s[j] += x[i + j];)                                 \
     float r = 0;                                                                        \
     for (; i < n; i++) r += x[i];                                                       \
-    for (int j = 0; j < LANES; j++) r += s[j];                                          \
+    FOLD_SUM(s); for (int j = 0; j < 16; j++) r += s[j];                                          \
     return r;                                                                           \
   }                                                                                     \
   /* sum((x - c)^2) */                                                                  \
   static HPU_ATTR_##ISA float rssd_##ISA(const float *x, int64_t n, float c) {          \
     float s[LANES] = {0};                                                               \
     int64_t i = 0;                                                                      \
-    for (; i + LANES <= n; i += LANES)                                                  \
-      for (int j = 0; j < LANES; j++) {                                                 \
+    ROW_LOOP({                                                 \
         float d = x[i + j] - c;                                                         \
         s[j] += d * d;                                                                  \
-      }                                                                                 \
+      })                                                                                 \
     float r = 0;                                                                        \
     for (; i < n; i++) r += (x[i] - c) * (x[i] - c);                                    \
-    for (int j = 0; j < LANES; j++) r += s[j];                                          \
+    FOLD_SUM(s); for (int j = 0; j < 16; j++) r += s[j];                                          \
     return r;                                                                           \
   }                                                                                     \
   static HPU_ATTR_##ISA float rdot_##ISA(const float *x, const float *y, int64_t n) {   \
     float s[LANES] = {0};                                                               \
     int64_t i = 0;                                                                      \
-    for (; i + LANES <= n; i += LANES)                                                  \
-      for (int j = 0; j < LANES; j++) s[j] += x[i + j] * y[i + j];                      \
+    ROW_LOOP(s[j] += x[i + j] * y[i + j];)                      \
     float r = 0;                                                                        \
     for (; i < n; i++) r += x[i] * y[i];                                                \
-    for (int j = 0; j < LANES; j++) r += s[j];                                          \
+    FOLD_SUM(s); for (int j = 0; j < 16; j++) r += s[j];                                          \
     return r;                                                                           \
   }                                                                                     \
   /* y = (x - mean) * rstd * w + b */                                                   \
@@ -170,19 +182,20 @@ static void store_row(char *dst, const float *src, int64_t n, hpu_dtype_t dt) {
                                         float mean, float rstd, int want_dx) {          \
     float s1[LANES] = {0}, s2[LANES] = {0};                                             \
     int64_t i = 0;                                                                      \
-    for (; i + LANES <= n; i += LANES)                                                  \
-      for (int j = 0; j < LANES; j++) {                                                 \
+    ROW_LOOP({                                                 \
         float xh = (x[i + j] - mean) * rstd, g = dy[i + j] * w[i + j];                  \
         s1[j] += g;                                                                     \
         s2[j] += g * xh;                                                                \
-      }                                                                                 \
+      })                                                                                 \
     float a = 0, b = 0;                                                                 \
     for (; i < n; i++) {                                                                \
       float xh = (x[i] - mean) * rstd, g = dy[i] * w[i];                                \
       a += g;                                                                           \
       b += g * xh;                                                                      \
     }                                                                                   \
-    for (int j = 0; j < LANES; j++) {                                                   \
+    FOLD_SUM(s1);                                                                       \
+    FOLD_SUM(s2);                                                                       \
+    for (int j = 0; j < 16; j++) {                                                      \
       a += s1[j];                                                                       \
       b += s2[j];                                                                       \
     }                                                                                   \
