@@ -43,7 +43,7 @@
 #include "runtime/runtime.h"
 
 #define MAX_THREADS 1024
-#define POOL_SPIN_NS 50000   /* idle workers stay awake this long for the next job */
+#define POOL_SPIN_NS 20000   /* idle workers stay awake this long for the next job */
 #define CALLER_SPIN_NS 200000 /* the caller spins this long for late chunks before sleeping */
 
 /* ticket layout: generation in the high 32 bits, nchunks in bits 16..31,
