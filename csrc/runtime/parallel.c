@@ -5,7 +5,8 @@
  * lazily on the first parallel_for that needs them and never per call.
  *
  * One job at a time, in a static slot. The range is cut into up to
- * HPU_PARALLEL_SPLIT chunks per thread (each >= grain) that threads claim
+ * HPU_PARALLEL_SPLIT chunks per thread (each >= grain; one per thread when
+ * grain is 1, see below) that threads claim
  * dynamically: on a shared 2-core box a pool thread often starts late (its
  * wake-up takes tens of microseconds, or it is preempted), and with one chunk
  * per thread the caller would then wait for a whole late chunk; with smaller
@@ -217,7 +218,10 @@ void hpu_parallel_for(int64_t n, int64_t grain, hpu_range_fn fn, void *ctx) {
     return;
   }
   int64_t chunks = n / grain; /* every chunk gets at least `grain` items */
-  int64_t most = (int64_t)threads * HPU_PARALLEL_SPLIT;
+  /* grain 1 means the items are coarse work units that pay a set-up per
+   * chunk (GEMM blocks with a packing buffer per chunk): one chunk per
+   * thread, as the callers that size per-thread scratch expect. */
+  int64_t most = (int64_t)threads * (grain > 1 ? HPU_PARALLEL_SPLIT : 1);
   if (most > MAX_CHUNKS) most = MAX_CHUNKS;
   if (chunks > most) chunks = most;
   if (chunks < 2 || pthread_mutex_trylock(&pool.busy) != 0) {
