@@ -306,7 +306,7 @@ std::tuple<at::Tensor&, at::Tensor&> minmax_dim_out(hpu_reduce_kind_t kind, cons
   check_hpu_dtype(self.scalar_type(), op);
   check_same_device(op, {&self, &values, &indices});
   dim = at::maybe_wrap_dim(dim, self.dim());
-  TORCH_CHECK(self.numel() == 0 ? self.dim() > 0 && self.size(dim) != 0 || false : true, op,
+  TORCH_CHECK(self.numel() != 0 || (self.dim() > 0 && self.size(dim) != 0), op,
               "(): Expected reduction dim ", dim, " to have non-zero size.");
   uint64_t mask = self.dim() ? (uint64_t)1 << dim : 0;
   auto shape = reduced_shape(self, mask, keepdim);

@@ -489,10 +489,15 @@ def main():
     ap.add_argument("--model-warmup", type=int, default=1)
     ap.add_argument("--no-lazy", dest="lazy", action="store_false", help="skip the lazy-mode BERT row")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--lazy-ops", action="store_true",
+                    help="time the op rows in lazy mode (default: eager, the kernels as launched one by one)")
     ap.add_argument("--json", help="write the rows and machine info here")
     ap.add_argument("--plot", help="write a PNG of the speed ratios here (needs matplotlib)")
     ap.add_argument("--replot", metavar="JSON", help="only redraw --plot from a saved --json file")
     args = ap.parse_args()
+    # Lazy mode is the default; the kernel-library rows measure eager
+    # launches (the BERT rows name their mode).
+    htcore._set_lazy_mode(args.lazy_ops)
     if args.replot:
         saved = json.load(open(args.replot))
         plot(saved["rows"], args.plot, saved["info"])
