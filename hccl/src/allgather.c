@@ -41,7 +41,7 @@ hcclResult_t hccl_allgather(hcclComm_t comm, const hccl_op_t *op) {
   const size_t block = op->count * es, chunk = comm->shm.slot_bytes;
   char *recv = op->recvbuff;
   const bool inplace = (const char *)op->sendbuff == recv + (size_t)me * block;
-  const bool try_direct = block * (size_t)L > (L <= 2 ? 65536u : 16384u);
+  const bool try_direct = block * (size_t)L > hccl_small_bytes(comm);
   hcclResult_t r;
   for (size_t pos = 0; pos < block; pos += chunk) {
     size_t n = block - pos < chunk ? block - pos : chunk;
@@ -49,27 +49,16 @@ hcclResult_t hccl_allgather(hcclComm_t comm, const hccl_op_t *op) {
     bool skipped = false;
     if (pos == 0) {
       hccl_desc_publish(comm, op, b);
-      hccl_zc_desc_t *z = &comm->shm.ctrl[me].zc[b];
-      memset(z, 0, sizeof *z);
-      if (try_direct) {
-        hccl_zc_describe(op->sendbuff, block, &z->send);
-        z->send_va = (uint64_t)(uintptr_t)op->sendbuff;
-        z->cma = hccl_cma_usable(comm);
-        skipped = z->send.valid || z->cma;
-      }
+      memset(&comm->shm.ctrl[me].zc[b], 0, sizeof comm->shm.ctrl[me].zc[b]);
+      if (try_direct) skipped = hccl_zc_offer_send(comm, b, op->sendbuff, block);
     }
     if (!skipped) memcpy(hccl_slot(&comm->shm, me, b), (const char *)op->sendbuff + pos, n);
     hccl_post(comm);
     if ((r = hccl_wait_all_posted(comm, "allgather")) != hcclSuccess) return r;
     if (pos == 0) {
       if ((r = hccl_desc_check(comm, b)) != hcclSuccess) return r;
-      int zc = 0, cma = 0, skip = 0;
-      for (int k = 0; k < L; k++) {
-        const hccl_zc_desc_t *z = &comm->shm.ctrl[k].zc[b];
-        zc += z->send.valid;
-        cma += z->cma;
-        skip += z->send.valid || z->cma;
-      }
+      int zc, cma, skip;
+      hccl_zc_tally(comm, b, &zc, &cma, &skip);
       if (try_direct && zc == L) return allgather_direct(comm, op, b, true, inplace);
       if (try_direct && cma == L) return allgather_direct(comm, op, b, false, inplace);
       if (try_direct && skip > 0) {  /* mixed: the ranks that did not stage stage now */

@@ -17,9 +17,7 @@
 #include "internal.h"
 
 static size_t small_limit(hcclComm_t comm) {
-  static int64_t env = -2;
-  if (env == -2) env = hccl_env_int("HCCL_SMALL_BYTES", -1);
-  size_t lim = env >= 0 ? (size_t)env : (comm->local_n <= 2 ? 65536 : 16384);
+  size_t lim = hccl_small_bytes(comm);
   return lim < comm->shm.slot_bytes ? lim : comm->shm.slot_bytes;
 }
 

@@ -26,18 +26,12 @@ static hcclResult_t broadcast_direct(hcclComm_t comm, const hccl_op_t *op, int r
   return hccl_wait_all_posted(comm, "broadcast (waiting for peers to finish reading)");
 }
 
-static size_t direct_limit(hcclComm_t comm) {
-  static int64_t env = -2;
-  if (env == -2) env = hccl_env_int("HCCL_SMALL_BYTES", -1);
-  return env >= 0 ? (size_t)env : (comm->local_n <= 2 ? 65536 : 16384);
-}
-
 hcclResult_t hccl_broadcast(hcclComm_t comm, const hccl_op_t *op) {
   if (comm->nhosts > 1) return hccl_generic_collective(comm, op);
   const size_t es = hccl_dtype_size(op->dtype);
   const int me = comm->local, root = comm->local_of[op->root], L = comm->local_n;
   const size_t total = op->count * es, chunk = comm->shm.slot_bytes;
-  const bool try_direct = total > direct_limit(comm);
+  const bool try_direct = total > hccl_small_bytes(comm);
   hcclResult_t r;
   if (me == root && op->sendbuff != op->recvbuff) memmove(op->recvbuff, op->sendbuff, total);
   for (size_t pos = 0; pos < total; pos += chunk) {
@@ -46,15 +40,10 @@ hcclResult_t hccl_broadcast(hcclComm_t comm, const hccl_op_t *op) {
     bool skipped = false;
     if (pos == 0) {
       hccl_desc_publish(comm, op, b);
-      hccl_zc_desc_t *z = &comm->shm.ctrl[me].zc[b];
-      memset(z, 0, sizeof *z);
-      if (try_direct) {
-        /* the root's data is in its output now (copied above if need be) */
-        hccl_zc_describe(me == root ? op->recvbuff : NULL, total, &z->send);
-        z->send_va = (uint64_t)(uintptr_t)(me == root ? op->recvbuff : NULL);
-        z->cma = hccl_cma_usable(comm);
-        skipped = me == root && (z->send.valid || z->cma);
-      }
+      memset(&comm->shm.ctrl[me].zc[b], 0, sizeof comm->shm.ctrl[me].zc[b]);
+      /* the root's data is in its output now (copied above if need be) */
+      if (try_direct)
+        skipped = hccl_zc_offer_send(comm, b, me == root ? op->recvbuff : NULL, total) && me == root;
     }
     if (me == root && !skipped) memcpy(hccl_slot(&comm->shm, me, b), (const char *)op->recvbuff + pos, n);
     hccl_post(comm);

@@ -318,6 +318,15 @@ void hccl_zc_teardown(hcclComm_t comm);
 #define HCCL_CMA_BLOCK (256u << 10)
 extern const uint64_t hccl_cma_probe_word;
 bool hccl_cma_usable(hcclComm_t comm);   /* tested once per communicator */
+/* Round b: publishes where this rank's send buffer (`bytes` at buf, NULL:
+ * none) can be read directly; true when peers can take it without staging
+ * (zero-copy or CMA). */
+bool hccl_zc_offer_send(hcclComm_t comm, int b, const void *buf, size_t bytes);
+/* Round b: how many local ranks offered zero-copy, CMA, and either. */
+void hccl_zc_tally(hcclComm_t comm, int b, int *zc, int *cma, int *any);
+/* Up to this many bytes a collective takes the small-message path
+ * (HCCL_SMALL_BYTES overrides the default: 64 KB for 2 local ranks, else 16 KB). */
+size_t hccl_small_bytes(hcclComm_t comm);
 hcclResult_t hccl_cma_read(hcclComm_t comm, int li, void *dst, uint64_t src_va, size_t n);
 hcclResult_t hccl_cma_write(hcclComm_t comm, int li, uint64_t dst_va, const void *src, size_t n);
 

@@ -54,7 +54,7 @@ hcclResult_t hccl_reducescatter(hcclComm_t comm, const hccl_op_t *op) {
   const char *send = op->sendbuff;
   char *recv = op->recvbuff;
   const void *srcs[L];
-  const bool try_direct = op->count * es * (size_t)L > (L <= 2 ? 65536u : 16384u);
+  const bool try_direct = op->count * es * (size_t)L > hccl_small_bytes(comm);
   hcclResult_t r;
   for (size_t pos = 0; pos < op->count; pos += piece) {
     size_t n = op->count - pos < piece ? op->count - pos : piece;
@@ -63,14 +63,8 @@ hcclResult_t hccl_reducescatter(hcclComm_t comm, const hccl_op_t *op) {
     char *slot = hccl_slot(&comm->shm, me, b);
     if (pos == 0) {
       hccl_desc_publish(comm, op, b);
-      hccl_zc_desc_t *z = &comm->shm.ctrl[me].zc[b];
-      memset(z, 0, sizeof *z);
-      if (try_direct) {
-        hccl_zc_describe(send, op->count * es * (size_t)L, &z->send);
-        z->send_va = (uint64_t)(uintptr_t)send;
-        z->cma = hccl_cma_usable(comm);
-        skipped = z->send.valid || z->cma;
-      }
+      memset(&comm->shm.ctrl[me].zc[b], 0, sizeof comm->shm.ctrl[me].zc[b]);
+      if (try_direct) skipped = hccl_zc_offer_send(comm, b, send, op->count * es * (size_t)L);
     }
     if (!skipped)
       for (int j = 0; j < L; j++) memcpy(slot + (size_t)j * piece * es, send + ((size_t)j * op->count + pos) * es, n * es);
@@ -78,13 +72,8 @@ hcclResult_t hccl_reducescatter(hcclComm_t comm, const hccl_op_t *op) {
     if ((r = hccl_wait_all_posted(comm, "reducescatter")) != hcclSuccess) return r;
     if (pos == 0) {
       if ((r = hccl_desc_check(comm, b)) != hcclSuccess) return r;
-      int zc = 0, cma = 0, skip = 0;
-      for (int k = 0; k < L; k++) {
-        const hccl_zc_desc_t *z = &comm->shm.ctrl[k].zc[b];
-        zc += z->send.valid;
-        cma += z->cma;
-        skip += z->send.valid || z->cma;
-      }
+      int zc, cma, skip;
+      hccl_zc_tally(comm, b, &zc, &cma, &skip);
       if (try_direct && zc == L) return reducescatter_direct(comm, op, b, true);
       if (try_direct && cma == L) return reducescatter_direct(comm, op, b, false);
       if (try_direct && skip > 0) {  /* mixed: the ranks that did not stage stage now */

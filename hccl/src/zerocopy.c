@@ -153,3 +153,21 @@ void hccl_zc_teardown(hcclComm_t comm) {
   free(comm->zc_maps);
   comm->zc_maps = NULL;
 }
+
+bool hccl_zc_offer_send(hcclComm_t comm, int b, const void *buf, size_t bytes) {
+  hccl_zc_desc_t *z = &comm->shm.ctrl[comm->local].zc[b];
+  hccl_zc_describe(buf, bytes, &z->send);
+  z->send_va = (uint64_t)(uintptr_t)buf;
+  z->cma = hccl_cma_usable(comm);
+  return z->send.valid || z->cma;
+}
+
+void hccl_zc_tally(hcclComm_t comm, int b, int *zc, int *cma, int *any) {
+  *zc = *cma = *any = 0;
+  for (int k = 0; k < comm->local_n; k++) {
+    const hccl_zc_desc_t *z = &comm->shm.ctrl[k].zc[b];
+    *zc += z->send.valid;
+    *cma += z->cma;
+    *any += z->send.valid || z->cma;
+  }
+}
