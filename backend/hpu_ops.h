@@ -22,8 +22,13 @@ inline bool is_cpu_scalar(const at::Tensor& t) { return t.is_cpu() && t.dim() ==
 // (naming `op`) unless every defined tensor, CPU scalars aside, is on one device.
 void check_same_device(const char* op, c10::ArrayRef<const at::Tensor*> tensors);
 // `t` moved to `like`'s hpu card if it is a CPU scalar (for kernel inputs
-// that must be device memory); otherwise `t` itself.
-at::Tensor on_device(const at::Tensor& t, const at::Tensor& like);
+// that must be device memory); otherwise `t` itself, borrowed: copying a
+// tensor Python owns takes the GIL (torch >= 2.13 ties the PyObject's life to
+// the C++ refcount), which would cost every op a GIL round trip.
+c10::MaybeOwned<at::Tensor> on_device(const at::Tensor& t, const at::Tensor& like);
+// A new contiguous hpu tensor on card `device`, allocated without a trip
+// through the dispatcher (the output of nearly every functional op).
+at::Tensor new_hpu_tensor(at::IntArrayRef shape, at::ScalarType dtype, c10::DeviceIndex device);
 at::ScalarType default_float();
 
 }  // namespace habana_torch

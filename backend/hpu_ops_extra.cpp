@@ -55,7 +55,8 @@ at::Tensor isin_sorting(const at::Tensor& elements, const at::Tensor& test, at::
 at::Tensor& isin_tt_out(const at::Tensor& elements, const at::Tensor& test_elements, bool assume_unique,
                         bool invert, at::Tensor& out) {
   // As the CPU kernel: test elements may be a CPU scalar next to hpu elements.
-  at::Tensor test = on_device(test_elements, elements);
+  auto test_ = on_device(test_elements, elements);
+  const at::Tensor& test = *test_;
   check_same_device("isin", {&elements, &test, &out});
   at::ScalarType common = at::result_type(elements, test_elements);
   check_hpu_dtype(common, "isin");

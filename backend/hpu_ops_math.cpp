@@ -30,7 +30,11 @@ hpu_rounding_t parse_rounding(std::optional<std::string_view> mode) {
 }
 
 at::ScalarType binary_result_type(const BinarySpec& spec, const at::Tensor& a, const at::Tensor& b) {
-  at::ScalarType type = at::result_type(a, b);
+  // at::result_type's own rules, without its trip through the dispatcher.
+  at::native::ResultTypeState state{};
+  state = at::native::update_result_type_state(a, state);
+  state = at::native::update_result_type_state(b, state);
+  at::ScalarType type = at::native::result_type(state);
   if (spec.op == HPU_OP_DIV && spec.rounding == HPU_ROUND_NONE && !at::isFloatingType(type))
     type = default_float();
   if (spec.op == HPU_OP_SUB)
@@ -45,7 +49,8 @@ at::ScalarType binary_result_type(const BinarySpec& spec, const at::Tensor& a, c
 void run_binary(const BinarySpec& spec, const at::Tensor& out, const at::Tensor& a_in,
                 const at::Tensor& b, at::ScalarType compute) {
   if (out.numel() == 0) return;
-  at::Tensor a = on_device(a_in, out);
+  auto a_ = on_device(a_in, out);
+  const at::Tensor& a = *a_;
   hpu_node_t node{};
   node.op = spec.op;
   node.num_outputs = 1;
@@ -70,7 +75,7 @@ at::Tensor binary(const BinarySpec& spec, const at::Tensor& a, const at::Tensor&
   check_hpu_dtype(type, spec.name);
   auto shape = at::infer_size(a.sizes(), b.sizes());
   const at::Tensor& anchor = is_hpu(a) ? a : b;
-  at::Tensor out = at::empty(shape, anchor.options().dtype(type));
+  at::Tensor out = new_hpu_tensor(shape, type, anchor.device().index());
   run_binary(spec, out, a, b, type);
   return out;
 }
@@ -185,7 +190,7 @@ void run_matmul(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
   node.num_inputs = 2;
   // beta == 0 means the bias is ignored, NaNs included (PyTorch's rule).
   if (bias && bias->defined() && !(beta.isIntegral(true) ? beta.toLong() == 0 : beta.toDouble() == 0.0)) {
-    node.inputs[2] = to_desc(on_device(*bias, out));
+    node.inputs[2] = to_desc(*on_device(*bias, out));
     node.num_inputs = 3;
   }
   node.compute_dtype = node.outputs[0].dtype;
@@ -314,7 +319,8 @@ at::Tensor& bernoulli_float(at::Tensor& self, double p, std::optional<at::Genera
   return self;
 }
 at::Tensor& bernoulli_tensor(at::Tensor& self, const at::Tensor& p, std::optional<at::Generator> gen) {
-  at::Tensor probs = on_device(p, self);
+  auto probs_ = on_device(p, self);
+  const at::Tensor& probs = *probs_;
   check_same_device("bernoulli_", {&self, &probs});
   run_random(self, HPU_OP_RNG_BERNOULLI, 0, 0, gen, &probs);
   return self;

@@ -566,7 +566,7 @@ std::tuple<at::Tensor&, at::Tensor&> nll_loss_forward_out(const at::Tensor& self
   at::native::resize_output(total_weight, {});
   hpu_node_t n = make_node(HPU_OP_NLL_LOSS);
   add_in(n, x2);
-  add_in(n, on_device(target, self).reshape({N}));
+  add_in(n, on_device(target, self)->reshape({N}));
   if (defined(weight)) add_in(n, weight->contiguous());
   add_out(n, output);
   add_out(n, total_weight);
@@ -589,9 +589,9 @@ at::Tensor& nll_loss_backward_out(const at::Tensor& grad_output, const at::Tenso
   bool direct = grad_input.is_contiguous();
   at::Tensor gi = direct ? grad_input : at::empty(self.sizes(), grad_input.options());
   hpu_node_t n = make_node(HPU_OP_NLL_LOSS_BACKWARD);
-  add_in(n, on_device(grad_output, self).reshape({-1}));
-  add_in(n, on_device(target, self).reshape({N}));
-  add_in(n, on_device(total_weight, self).reshape({-1}));
+  add_in(n, on_device(grad_output, self)->reshape({-1}));
+  add_in(n, on_device(target, self)->reshape({N}));
+  add_in(n, on_device(total_weight, self)->reshape({-1}));
   if (defined(weight)) add_in(n, weight->contiguous());
   add_out(n, gi.view({N, C}));
   n.compute_dtype = n.outputs[0].dtype;
@@ -895,7 +895,8 @@ at::Tensor& index_put_impl(at::Tensor& self, const c10::List<std::optional<at::T
               "match, got ", self.scalar_type(), " for the destination and ", values.scalar_type(), " for the source.");
   AdvIndex a = make_adv(self, indices, "index_put_");
   if (c10::multiply_integers(a.result_shape) == 0) return self;
-  at::Tensor v = on_device(values, self);
+  auto v_ = on_device(values, self);
+  const at::Tensor& v = *v_;
   TORCH_CHECK(at::is_expandable_to(v.sizes(), a.result_shape), "shape mismatch: value tensor of shape ",
               v.sizes(), " cannot be broadcast to indexing result of shape ", at::IntArrayRef(a.result_shape));
   hpu_node_t n = make_node(HPU_OP_INDEX_PUT);

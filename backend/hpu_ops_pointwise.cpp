@@ -121,7 +121,12 @@ at::Tensor pw(const char* name, hpu_op_t op, std::initializer_list<Arg> args,
         return !a.t || a.t->sizes() == anchor->sizes() || is_cpu_scalar(*a.t);
       })) {
     // Same shape everywhere: keep the layout of the first tensor (as TensorIterator).
-    out = at::empty_like(*anchor, anchor->options().dtype(result));
+    if (is_hpu(*anchor) && anchor->is_contiguous())
+      out = new_hpu_tensor(anchor->sizes(), result, anchor->device().index());
+    else
+      out = at::empty_like(*anchor, anchor->options().dtype(result));
+  } else if (is_hpu(*anchor)) {
+    out = new_hpu_tensor(shape_of(args), result, anchor->device().index());
   } else {
     out = at::empty(shape_of(args), anchor->options().dtype(result));
   }

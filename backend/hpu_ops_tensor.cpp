@@ -215,14 +215,24 @@ void check_same_device(const char* op, c10::ArrayRef<const at::Tensor*> tensors)
   }
 }
 
-at::Tensor on_device(const at::Tensor& t, const at::Tensor& like) {
-  if (!is_cpu_scalar(t) || !is_hpu(like)) return t;
+at::Tensor new_hpu_tensor(at::IntArrayRef size, at::ScalarType type, c10::DeviceIndex device) {
+  auto make = [&] {
+    return at::detail::empty_generic(size, allocator(), c10::DispatchKeySet(c10::DispatchKey::HPU),
+                                     type, std::nullopt);
+  };
+  if (device == current_device()) return make();
+  c10::DeviceGuard guard(c10::Device(c10::DeviceType::HPU, device));
+  return make();
+}
+
+c10::MaybeOwned<at::Tensor> on_device(const at::Tensor& t, const at::Tensor& like) {
+  if (!is_cpu_scalar(t) || !is_hpu(like)) return c10::MaybeOwned<at::Tensor>::borrowed(t);
   // A FILL node rather than a host-to-device copy: no wait for the card, so
   // it also works inside lazy graphs and HPU graph captures.
   check_hpu_dtype(t.scalar_type(), "scalar operand");
   at::Tensor out = at::empty({}, like.options().dtype(t.scalar_type()));
   fill_tensor(out, to_hpu_scalar(t.item()));
-  return out;
+  return c10::MaybeOwned<at::Tensor>::owned(std::move(out));
 }
 
 at::ScalarType default_float() { return c10::typeMetaToScalarType(at::get_default_dtype()); }

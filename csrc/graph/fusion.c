@@ -82,7 +82,7 @@ void hpu_graph_dead_outputs(const hpu_node_t *nodes, int n, uint8_t *dead) {
    * output is dead when its buffer is freed, or when a later node
    * overwrites exactly this view (a pure temporary). */
   hpu_ptrmap_t later;
-  int indexed = hpu_ptrmap_init(&later, n * 8);
+  int indexed = hpu_ptrmap_init_outputs(&later, nodes, n);
   for (int i = n - 1; i >= 0; i--) {
     const hpu_tensor_t *out = &nodes[i].outputs[0];
     int d = 0;

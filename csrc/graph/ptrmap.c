@@ -7,19 +7,25 @@ static uint32_t slot_of(const hpu_ptrmap_t *m, const void *p) {
   return (uint32_t)(h >> 32) & m->mask;
 }
 
-int hpu_ptrmap_init(hpu_ptrmap_t *m, int32_t items) {
+int hpu_ptrmap_init(hpu_ptrmap_t *m, int32_t ids, int32_t pushes) {
   uint32_t size = 16;
-  while (size < 2u * (uint32_t)(items > 0 ? items : 1)) size <<= 1;
+  while (size < 2u * (uint32_t)(pushes > 0 ? pushes : 1)) size <<= 1;
   m->mask = size - 1;
-  m->items = items;
+  m->items = ids;
   m->keys = calloc(size, sizeof *m->keys);
   m->heads = malloc(size * sizeof *m->heads);
-  m->next = malloc((size_t)(items > 0 ? items : 1) * sizeof *m->next);
+  m->next = malloc((size_t)(ids > 0 ? ids : 1) * sizeof *m->next);
   if (!m->keys || !m->heads || !m->next) {
     hpu_ptrmap_free(m);
     return 0;
   }
   return 1;
+}
+
+int hpu_ptrmap_init_outputs(hpu_ptrmap_t *m, const hpu_node_t *nodes, int n) {
+  int32_t outputs = 0;
+  for (int i = 0; i < n; i++) outputs += nodes[i].num_outputs;
+  return hpu_ptrmap_init(m, n * 8, outputs);
 }
 
 void hpu_ptrmap_free(hpu_ptrmap_t *m) {

@@ -8,6 +8,8 @@
 
 #include <stdint.h>
 
+#include "hpu/op.h"
+
 typedef struct hpu_ptrmap {
   const void **keys;  /* open addressing, NULL = empty */
   int32_t *heads;     /* latest item recorded at keys[i] */
@@ -16,8 +18,13 @@ typedef struct hpu_ptrmap {
   int32_t items;      /* capacity in items */
 } hpu_ptrmap_t;
 
-/* Room for up to `items` items (ids 0..items-1). Returns 0 on host OOM. */
-int hpu_ptrmap_init(hpu_ptrmap_t *m, int32_t items);
+/* Room for ids 0..ids-1 of which at most `pushes` are recorded. The table
+ * is sized by the pushes, not the id space: graph passes number outputs
+ * node << 3 | k, but most nodes have one output, and clearing a table 8x too
+ * big was a visible part of a cache-hit flush. Returns 0 on host OOM. */
+int hpu_ptrmap_init(hpu_ptrmap_t *m, int32_t ids, int32_t pushes);
+/* The map of a graph's outputs: ids node << 3 | k, one push per output. */
+int hpu_ptrmap_init_outputs(hpu_ptrmap_t *m, const hpu_node_t *nodes, int n);
 void hpu_ptrmap_free(hpu_ptrmap_t *m);
 /* Records item `id` at address p; it becomes the head of p's chain. */
 void hpu_ptrmap_push(hpu_ptrmap_t *m, const void *p, int32_t id);

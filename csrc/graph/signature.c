@@ -93,7 +93,7 @@ int hpu_signature_build(hpu_signature_t *s, const hpu_node_t *nodes, int n,
                         const uint8_t *dead) {
   memset(s, 0, sizeof *s);
   hpu_ptrmap_t outs;
-  if (!hpu_ptrmap_init(&outs, n * 8)) return 0;
+  if (!hpu_ptrmap_init_outputs(&outs, nodes, n)) return 0;
   s->cap = (size_t)n * 48 + 16; /* a typical node takes 30-60 words */
   s->words = malloc(s->cap * sizeof *s->words);
   int ok = s->words != NULL && push(s, n);
