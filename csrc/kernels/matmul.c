@@ -21,6 +21,7 @@
 #include "hpu/device.h"
 #include "kernels/cvt.h"
 #include "kernels/gemm.h"
+#include "kernels/gemv.h"
 #include "kernels/kernels.h"
 
 /* A 2-d view: element (i, j) at base + i*rs + j*cs (strides in elements). */
@@ -217,6 +218,40 @@ static mat_t mat_of(const hpu_tensor_t *t, int64_t off) {
   return m;
 }
 
+/* Byte offsets of every batch in A, B and out (3 per batch), as
+ * hpu_gemm_run_batched and hpu_gemv_run take them; NULL for a single batch
+ * (or when out of host memory: *oom says which). */
+static int64_t *batch_offsets(const hpu_tensor_t *A, const hpu_tensor_t *B, const hpu_tensor_t *out,
+                              int64_t nbatch, int *oom) {
+  *oom = 0;
+  if (nbatch <= 1) return NULL;
+  int64_t *offs = malloc((size_t)nbatch * 3 * sizeof(int64_t));
+  if (!offs) {
+    *oom = 1;
+    return NULL;
+  }
+  for (int64_t bi = 0; bi < nbatch; bi++) {
+    offs[3 * bi] = batch_offset(A, out, bi);
+    offs[3 * bi + 1] = batch_offset(B, out, bi);
+    offs[3 * bi + 2] = batch_offset(out, out, bi);
+  }
+  return offs;
+}
+
+/* One row of A: gemv.c reads B in place instead of packing it. */
+static int matvec(hpu_gemm_t *g, const hpu_tensor_t *A, const hpu_tensor_t *B,
+                  const hpu_tensor_t *out, int64_t nbatch) {
+  int oom;
+  int64_t *offs = batch_offsets(A, B, out, nbatch, &oom);
+  if (oom) return -1;
+  g->a = hpu_tensor_data(A);
+  g->b = hpu_tensor_data(B);
+  g->c = hpu_tensor_data(out);
+  int rc = hpu_gemv_run(g, nbatch, offs);
+  free(offs);
+  return rc;
+}
+
 void hpu_kernel_matmul(const hpu_node_t *node) {
   const hpu_tensor_t *A = &node->inputs[0], *B = &node->inputs[1], *out = &node->outputs[0];
   mm_t p;
@@ -258,6 +293,7 @@ void hpu_kernel_matmul(const hpu_node_t *node) {
     g.alpha = (float)p.alpha;
     g.beta = (float)p.beta;
     kernel = hpu_gemm_choose(&g);
+    if (m == 1 && matvec(&g, A, B, out, nbatch) == 0) return;
   }
   size_t es = p.dt == HPU_FLOAT64 ? 8 : 4;
   p.scratch = NULL;
@@ -269,13 +305,9 @@ void hpu_kernel_matmul(const hpu_node_t *node) {
   if (kernel != HPU_GEMM_NONE) {
     /* All batches in one call: small batched products (attention) run one
      * whole GEMM per thread instead of a parallel region each. */
-    int64_t *offs = nbatch > 1 ? malloc((size_t)nbatch * 3 * sizeof(int64_t)) : NULL;
-    if (nbatch == 1 || offs) {
-      for (int64_t bi = 0; offs && bi < nbatch; bi++) {
-        offs[3 * bi] = batch_offset(A, out, bi);
-        offs[3 * bi + 1] = batch_offset(B, out, bi);
-        offs[3 * bi + 2] = batch_offset(out, out, bi);
-      }
+    int oom;
+    int64_t *offs = batch_offsets(A, B, out, nbatch, &oom);
+    if (!oom) {
       g.a = hpu_tensor_data(A);
       g.b = hpu_tensor_data(B);
       g.c = hpu_tensor_data(out);

@@ -115,6 +115,31 @@ def test_matmul_family(dtype):
         assert_close_to_cpu(lin, torch.nn.functional.linear(a, b.t(), c), **tol)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("k,n", [(1, 1), (7, 5), (256, 768), (33, 130), (300, 17)])
+def test_matrix_vector_products(dtype, k, n):
+    """One row of A (a decode step): both dense layouts of B, batches, beta,
+    alpha, a strided output and widths that leave partial vector blocks."""
+    tol = dict(atol=1e-1, rtol=2e-2) if dtype != torch.float32 else dict(atol=1e-4, rtol=1e-4)
+    x, w, bias = make((1, k), dtype, 1), make((k, n), dtype, 2), make((n,), dtype, 3)
+    h = lambda t: t.to("hpu")  # noqa: E731
+    assert_close_to_cpu(h(x) @ h(w), x @ w, **tol)                              # B rows contiguous
+    wt = make((n, k), dtype, 4)
+    assert_close_to_cpu(torch.nn.functional.linear(h(x), h(wt), h(bias)),
+                        torch.nn.functional.linear(x, wt, bias), **tol)        # B columns contiguous
+    assert_close_to_cpu(torch.addmm(h(bias), h(x), h(w), beta=0.5, alpha=2),
+                        torch.addmm(bias, x, w, beta=0.5, alpha=2), **tol)
+    q, kc = make((3, 1, k), dtype, 5), make((3, n, k), dtype, 6)
+    assert_close_to_cpu(h(q) @ h(kc).transpose(1, 2), q @ kc.transpose(1, 2), **tol)  # batched, Q @ K^T
+    p, vc = make((3, 1, n), dtype, 7), make((3, n, k), dtype, 8)
+    assert_close_to_cpu(h(p) @ h(vc), p @ vc, **tol)                            # batched, P @ V
+    out = torch.zeros(n, 2, dtype=dtype)
+    out_h = h(out)
+    torch.mm(h(x), h(w), out=out_h.t()[:1])                                     # strided output row
+    torch.mm(x, w, out=out.t()[:1])
+    assert_close_to_cpu(out_h, out, **tol)
+
+
 def test_matmul_errors():
     with pytest.raises(RuntimeError, match="cannot be multiplied"):
         torch.randn(2, 3, device="hpu") @ torch.randn(4, 5, device="hpu")

@@ -1,0 +1,164 @@
+/* Matrix-vector products, the m == 1 case of HPU_OP_MATMUL:
+ *   C[1, n] = alpha * A[1, k] @ B[k, n] + beta * C    (beta == 0: C not read)
+ * Every matmul of a decode step in text generation has this shape (one new
+ * token, batch 1), as do the attention products of that token against the
+ * KV cache. A GEMM routine packs all of B for its single row of A, which costs
+ * more than the product itself (it was 60% of a replayed decode step in
+ * OpenBLAS's sgemm copy routines); here B is read once, in place, in either
+ * of its two dense layouts:
+ *   rows: B[kk, j] at kk*brs + j (a Linear stored [in, out], GPT-2's Conv1D,
+ *         probabilities @ V): accumulate a[kk] * B[kk, j-block] over kk;
+ *   cols: B[kk, j] at j*bcs + kk (nn.Linear's weight.T, Q @ K^T): a dot
+ *         product of A with each contiguous column.
+ * fp32 accumulation for every dtype, one rounding to C's dtype at the end (as
+ * PyTorch's CPU). Parallel over (batch, block of columns) on the pool. */
+#include "kernels/gemv.h"
+
+#include <stdlib.h>
+
+#include "hpu/parallel.h"
+#include "kernels/cvt.h"
+#include "kernels/isa.h"
+#include "kernels/kernels.h"
+
+#if HPU_HAVE_ISA_CLONES
+#include <immintrin.h>
+
+/* Columns per task in the rows layout: 8 zmm accumulators, enough
+ * independent FMA chains to hide the FMA latency. */
+#define ROW_BLOCK 128
+/* Columns per task in the cols layout (4 dot products at a time). */
+#define COL_BLOCK 16
+
+typedef struct {
+  const hpu_gemm_t *g;
+  const float *a;       /* A widened to fp32, nbatch rows of k */
+  const int64_t *offs;  /* byte offsets per batch (3 each) or NULL */
+  int64_t blocks;       /* column blocks per batch */
+  int cols_layout;
+} gemv_job_t;
+
+HPU_ATTR_avx512 static inline __m512 load16(const char *p, hpu_dtype_t dt, __mmask16 mk) {
+  if (dt == HPU_FLOAT32) return _mm512_maskz_loadu_ps(mk, p);
+  __m256i h = _mm256_maskz_loadu_epi16(mk, p);
+  if (dt == HPU_FLOAT16) return _mm512_cvtph_ps(h);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+static void store_result(const hpu_gemm_t *g, char *c, int64_t j, float acc) {
+  int64_t es = (int64_t)hpu_dtype_size(g->dt);
+  char *p = c + j * g->ccs * es;
+  float v = g->alpha * acc;
+  if (g->beta != 0) v += g->beta * hpu_load_f32(p, g->dt);
+  hpu_store_f32(p, g->dt, v);
+}
+
+/* C[j0, j1) of one batch, B rows contiguous. */
+HPU_ATTR_avx512 static void rows_block(const hpu_gemm_t *g, const float *a, const char *b, char *c,
+                                       int64_t j0, int64_t j1) {
+  int64_t es = (int64_t)hpu_dtype_size(g->dt);
+  int nv = (int)((j1 - j0 + 15) / 16);
+  __m512 acc[ROW_BLOCK / 16];
+  __mmask16 mk[ROW_BLOCK / 16];
+  for (int v = 0; v < nv; v++) {
+    int64_t left = j1 - j0 - 16 * v;
+    mk[v] = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+    acc[v] = _mm512_setzero_ps();
+  }
+  const char *row = b + j0 * es;
+  if (nv == ROW_BLOCK / 16 && mk[nv - 1] == 0xffff) { /* the common full block, unrolled */
+    for (int64_t kk = 0; kk < g->k; kk++, row += g->brs * es) {
+      __m512 x = _mm512_set1_ps(a[kk]);
+      for (int v = 0; v < ROW_BLOCK / 16; v++)
+        acc[v] = _mm512_fmadd_ps(x, load16(row + 16 * v * es, g->dt, 0xffff), acc[v]);
+    }
+  } else {
+    for (int64_t kk = 0; kk < g->k; kk++, row += g->brs * es) {
+      __m512 x = _mm512_set1_ps(a[kk]);
+      for (int v = 0; v < nv; v++)
+        acc[v] = _mm512_fmadd_ps(x, load16(row + 16 * v * es, g->dt, mk[v]), acc[v]);
+    }
+  }
+  float out[ROW_BLOCK];
+  for (int v = 0; v < nv; v++) _mm512_storeu_ps(out + 16 * v, acc[v]);
+  for (int64_t j = j0; j < j1; j++) store_result(g, c, j, out[j - j0]);
+}
+
+/* sum over kk of a[kk] * col[kk], col of dtype dt, contiguous. */
+HPU_ATTR_avx512 static __m512 dot_acc(const float *a, const char *col, hpu_dtype_t dt, int64_t k,
+                                      int64_t es) {
+  __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+  int64_t kk = 0;
+  for (; kk + 32 <= k; kk += 32) {
+    s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + kk), load16(col + kk * es, dt, 0xffff), s0);
+    s1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + kk + 16), load16(col + (kk + 16) * es, dt, 0xffff), s1);
+  }
+  for (; kk < k; kk += 16) {
+    int64_t left = k - kk;
+    __mmask16 m = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+    s0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + kk), load16(col + kk * es, dt, m), s0);
+  }
+  return _mm512_add_ps(s0, s1);
+}
+
+/* C[j0, j1) of one batch, B columns contiguous. */
+HPU_ATTR_avx512 static void cols_block(const hpu_gemm_t *g, const float *a, const char *b, char *c,
+                                       int64_t j0, int64_t j1) {
+  int64_t es = (int64_t)hpu_dtype_size(g->dt);
+  for (int64_t j = j0; j < j1; j++)
+    store_result(g, c, j, _mm512_reduce_add_ps(dot_acc(a, b + j * g->bcs * es, g->dt, g->k, es)));
+}
+
+static void run_tasks(void *ctx, int64_t begin, int64_t end) {
+  const gemv_job_t *job = ctx;
+  const hpu_gemm_t *g = job->g;
+  int64_t width = job->cols_layout ? COL_BLOCK : ROW_BLOCK;
+  for (int64_t t = begin; t < end; t++) {
+    int64_t bi = t / job->blocks, j0 = (t % job->blocks) * width;
+    int64_t j1 = j0 + width < g->n ? j0 + width : g->n;
+    const char *b = (const char *)g->b + (job->offs ? job->offs[3 * bi + 1] : 0);
+    char *c = (char *)g->c + (job->offs ? job->offs[3 * bi + 2] : 0);
+    const float *a = job->a + bi * g->k;
+    if (job->cols_layout) cols_block(g, a, b, c, j0, j1);
+    else rows_block(g, a, b, c, j0, j1);
+  }
+}
+
+int hpu_gemv_run(const hpu_gemm_t *g, int64_t nbatch, const int64_t *offs) {
+  if (g->m != 1 || g->n <= 0 || g->k <= 0 || nbatch <= 0) return -1;
+  if (hpu_kernels_isa() < HPU_ISA_AVX512) return -1;
+  if (g->dt != HPU_FLOAT32 && g->dt != HPU_BFLOAT16 && g->dt != HPU_FLOAT16) return -1;
+  int cols_layout;
+  if (g->bcs == 1 || g->n == 1) cols_layout = 0;
+  else if (g->brs == 1 || g->k == 1) cols_layout = 1;
+  else return -1; /* neither dense layout: the GEMM reads any strides */
+  if (nbatch > 1 && !offs) return -1;
+  float *a = malloc((size_t)(nbatch * g->k) * sizeof *a);
+  if (!a) return -1;
+  int64_t es = (int64_t)hpu_dtype_size(g->dt);
+  for (int64_t bi = 0; bi < nbatch; bi++) {
+    const char *src = (const char *)g->a + (offs ? offs[3 * bi] : 0);
+    for (int64_t kk = 0; kk < g->k; kk++) a[bi * g->k + kk] = hpu_load_f32(src + kk * g->acs * es, g->dt);
+  }
+  gemv_job_t job = {g, a, offs, 0, cols_layout};
+  int64_t width = cols_layout ? COL_BLOCK : ROW_BLOCK;
+  job.blocks = (g->n + width - 1) / width;
+  /* About 32K multiply-adds per chunk: below that a hand-off to the pool
+   * costs more than it saves. */
+  int64_t per_task = width * g->k;
+  int64_t grain = per_task >= 32768 ? 1 : (32768 + per_task - 1) / per_task;
+  hpu_parallel_for(nbatch * job.blocks, grain, run_tasks, &job);
+  free(a);
+  return 0;
+}
+
+#else
+
+int hpu_gemv_run(const hpu_gemm_t *g, int64_t nbatch, const int64_t *offs) {
+  (void)g;
+  (void)nbatch;
+  (void)offs;
+  return -1;
+}
+
+#endif
