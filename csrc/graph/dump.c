@@ -79,7 +79,12 @@ static int write_text(const char *path, int device, const hpu_node_t *nodes, int
       int any = 0;
       for (int m = 0; m < g->count; m++)
         if (!g->store[m]) fprintf(f, " n%d", g->first + m), any = 1;
-      fprintf(f, "%s\n", any ? "" : " none");
+      fprintf(f, "%s", any ? "" : " none");
+      if (g->rows_node >= 0)
+        fprintf(f, "; then n%d (%s) on each block of rows of %lld as n%d produces it",
+                g->rows_node, hpu_op_name(nodes[g->rows_node].op), (long long)g->row_len,
+                g->first + g->feeder);
+      fprintf(f, "\n");
     }
   }
   fprintf(f, "\nbuffers:\n");

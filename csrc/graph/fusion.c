@@ -164,6 +164,72 @@ static int admit(const hpu_node_t *nodes, hpu_fused_group_t *g, int j) {
   return 1;
 }
 
+/* The row length of a row op that may end a group, or 0: softmax /
+ * log_softmax over the innermost non-trivial dim, or layer_norm, on
+ * contiguous float operands (their eager kernels treat rows independently,
+ * so running them a block of rows at a time gives the same bits). */
+static int64_t row_op_len(const hpu_node_t *nd) {
+  const hpu_tensor_t *in = &nd->inputs[0], *out = &nd->outputs[0];
+  if (!is_float_dtype(in->dtype) || !is_float_dtype(out->dtype) || in->ndim == 0) return 0;
+  if (!hpu_tensor_is_contiguous(in) || !hpu_tensor_is_contiguous(out)) return 0;
+  if (nd->op == HPU_OP_SOFTMAX) {
+    int64_t dim = nd->params.nn.i[0];
+    if (dim < 0 || dim >= in->ndim) return 0;
+    for (int d = (int)dim + 1; d < in->ndim; d++)
+      if (in->sizes[d] != 1) return 0;
+    return in->sizes[dim];
+  }
+  if (nd->op == HPU_OP_LAYER_NORM) {
+    if (in->ndim != 2 || nd->num_outputs != 3) return 0;
+    for (int k = 1; k < 3; k++)
+      if (!hpu_tensor_is_contiguous(&nd->outputs[k]) || hpu_tensor_numel(&nd->outputs[k]) != in->sizes[0])
+        return 0;
+    return in->sizes[1];
+  }
+  return 0;
+}
+
+/* May node j (a row op) end group g? Its input must be exactly a member's
+ * output. Its main output covers the same elements as the members, block by
+ * block after them, so it may reuse a member's operand or output only as the
+ * exact same view (each element is read before it is overwritten); nothing
+ * else it touches may overlap the members' memory. Sets rows_node, feeder
+ * and row_len. */
+static int admit_rows(const hpu_node_t *nodes, hpu_fused_group_t *g, int j) {
+  const hpu_node_t *nd = &nodes[j];
+  int64_t len = row_op_len(nd);
+  if (len <= 0 || hpu_tensor_numel(&nd->inputs[0]) != g->numel || g->numel % len) return 0;
+  int feeder = -1;
+  for (int p = g->count - 1; p >= 0 && feeder < 0; p--)
+    if (overlaps(&nd->inputs[0], &nodes[g->first + p].outputs[0])) {
+      if (!same_view(&nd->inputs[0], &nodes[g->first + p].outputs[0])) return 0;
+      feeder = p;
+    }
+  if (feeder < 0) return 0;
+  for (int p = 0; p < g->count; p++) {
+    const hpu_node_t *q = &nodes[g->first + p];
+    for (int k = 1; k < nd->num_inputs; k++)
+      if (overlaps(&nd->inputs[k], &q->outputs[0])) return 0;
+    for (int o = 0; o < nd->num_outputs; o++) {
+      const hpu_tensor_t *out = &nd->outputs[o];
+      if (overlaps(out, &q->outputs[0]) && (o > 0 || !same_view(out, &q->outputs[0]))) return 0;
+      for (int k = 0; k < q->num_inputs; k++) {
+        const hpu_tensor_t *in = &q->inputs[k];
+        if (overlaps(out, in) && (o > 0 || hpu_tensor_numel(in) == 1 || !same_view(out, in))) return 0;
+      }
+    }
+  }
+  /* The row op reads a copy of input 0, its other inputs from memory. */
+  for (int o = 0; o < nd->num_outputs; o++)
+    for (int k = 0; k < nd->num_inputs; k++)
+      if (overlaps(&nd->outputs[o], &nd->inputs[k]) && (o > 0 || k > 0 || !same_view(&nd->outputs[o], &nd->inputs[k])))
+        return 0;
+  g->rows_node = j;
+  g->feeder = feeder;
+  g->row_len = len;
+  return 1;
+}
+
 hpu_plan_t *hpu_plan_build(const hpu_node_t *nodes, int n, const uint8_t *dead) {
   hpu_plan_t *plan = calloc(1, sizeof *plan);
   if (!plan) return NULL;
@@ -184,25 +250,29 @@ hpu_plan_t *hpu_plan_build(const hpu_node_t *nodes, int n, const uint8_t *dead) 
     memset(g, 0, sizeof *g);
     g->first = i;
     g->numel = hpu_tensor_numel(&nodes[i].outputs[0]);
+    g->rows_node = -1;
     int j = i;
     while (j < n && j - i < HPU_FUSION_MAX_GROUP && hpu_plan_node_fusible(&nodes[j]) &&
            hpu_tensor_numel(&nodes[j].outputs[0]) == g->numel && admit(nodes, g, j))
       j++;
     g->count = j - i;
-    if (g->count < 2) {
+    int rows = g->count >= 1 && j < n && admit_rows(nodes, g, j);
+    if (g->count < 2 && !rows) {
       i = j > i ? j : i + 1;
       continue;
     }
+    int end = j + rows; /* the row op reads inside the group */
     for (int m = 0; m < g->count; m++) {
       int node = i + m;
-      int keep = !dead[node] || read_outside(nodes, n, node, i, j);
+      int keep = !dead[node] || read_outside(nodes, n, node, i, end);
       g->store[m] = (uint8_t)keep;
       plan->dropped_stores += !keep;
       plan->group_of[node] = plan->num_groups;
     }
-    plan->fused_nodes += g->count;
+    if (rows) plan->group_of[j] = plan->num_groups;
+    plan->fused_nodes += g->count + rows;
     plan->num_groups++;
-    i = j;
+    i = end;
   }
   if (plan->num_groups == 0) {
     hpu_plan_free(plan);
@@ -395,25 +465,104 @@ static void run_member(const group_run_t *r, int m, int64_t start, int len, floa
   store_member(r, m, start, len, o);
 }
 
-static void run_range(void *ctx, int64_t begin, int64_t end) {
-  const group_run_t *r = ctx;
+/* The members over elements [begin, end); with `copy`, the feeder's results
+ * (rounded to its dtype) also go to copy[0 .. end - begin). */
+static void run_tiles(const group_run_t *r, int64_t begin, int64_t end, char *copy) {
   float tiles[HPU_FUSION_MAX_GROUP][TILE];
   float scratch[3][TILE];
+  int feeder = r->g->rows_node >= 0 ? r->g->feeder : -1;
+  hpu_dtype_t fdt = feeder >= 0 ? r->m[feeder].dt : HPU_FLOAT32;
+  size_t fes = hpu_dtype_size(fdt);
   for (int64_t t = begin; t < end; t += TILE) {
     int len = (int)(end - t < TILE ? end - t : TILE);
     for (int m = 0; m < r->g->count; m++) {
       if (r->m[m].op == F_PW) run_pw_member(r, m, t, len, tiles, scratch);
       else run_member(r, m, t, len, tiles, scratch[0], scratch[1]);
     }
+    if (copy) {
+      char *dst = copy + (size_t)(t - begin) * fes;
+      if (fdt == HPU_FLOAT32) memcpy(dst, tiles[feeder], (size_t)len * sizeof(float));
+      else
+        for (int i = 0; i < len; i++) hpu_store_f32(dst + (size_t)i * fes, fdt, tiles[feeder][i]);
+    }
   }
 }
 
-static void run_group(const hpu_fused_group_t *g, const hpu_node_t *nodes) {
+static void run_range(void *ctx, int64_t begin, int64_t end) { run_tiles(ctx, begin, end, NULL); }
+
+/* Rows of a row op per block: the block's copy of its input (64 KB in
+ * fp32) stays in L2 between the members writing it and the row op reading. */
+#define ROW_BLOCK_ELEMS 16384
+
+/* The row op restricted to rows [r0, r0 + rows), reading its input from
+ * `in` (a dense copy of those rows). */
+static void row_subnode(const hpu_node_t *T, hpu_node_t *sub, char *in, hpu_dtype_t in_dt, int64_t r0,
+                        int64_t rows, int64_t len) {
+  *sub = *T;
+  int64_t sizes[2] = {rows, len};
+  hpu_tensor_init_contiguous(&sub->inputs[0], in, in_dt, 2, sizes);
+  const hpu_tensor_t *out = &T->outputs[0];
+  hpu_tensor_init_contiguous(&sub->outputs[0],
+                             (char *)hpu_tensor_data(out) + r0 * len * (int64_t)hpu_dtype_size(out->dtype),
+                             out->dtype, 2, sizes);
+  if (T->op == HPU_OP_SOFTMAX) {
+    sub->params.nn.i[0] = 1;
+  } else { /* layer_norm: mean and rstd per row */
+    for (int k = 1; k < 3; k++) {
+      const hpu_tensor_t *st = &T->outputs[k];
+      hpu_tensor_init_contiguous(&sub->outputs[k],
+                                 (char *)hpu_tensor_data(st) + r0 * (int64_t)hpu_dtype_size(st->dtype),
+                                 st->dtype, 1, &rows);
+    }
+  }
+}
+
+typedef struct {
   group_run_t r;
-  r.g = g;
-  r.nodes = nodes;
-  for (int m = 0; m < g->count; m++) prepare_member(&r.m[m], &nodes[g->first + m], g->numel);
-  hpu_parallel_for(g->numel, 32768, run_range, &r);
+  const hpu_node_t *row_op;
+  hpu_status_t status;
+} rows_run_t;
+
+static void run_rows(void *ctx, int64_t begin, int64_t end) {
+  rows_run_t *rr = ctx;
+  const hpu_fused_group_t *g = rr->r.g;
+  int64_t len = g->row_len, block = ROW_BLOCK_ELEMS / len;
+  if (block < 1) block = 1;
+  if (block > end - begin) block = end - begin;
+  hpu_dtype_t dt = rr->r.m[g->feeder].dt;
+  char *copy = malloc((size_t)(block * len) * hpu_dtype_size(dt));
+  if (!copy) {
+    __atomic_store_n(&rr->status, HPU_ERROR_SYSTEM, __ATOMIC_RELAXED); /* host memory */
+    return;
+  }
+  hpu_node_t sub;
+  for (int64_t r0 = begin; r0 < end; r0 += block) {
+    int64_t rows = end - r0 < block ? end - r0 : block;
+    run_tiles(&rr->r, r0 * len, (r0 + rows) * len, copy);
+    row_subnode(rr->row_op, &sub, copy, dt, r0, rows, len);
+    hpu_status_t st = hpu_node_execute(&sub);
+    if (st != HPU_SUCCESS) __atomic_store_n(&rr->status, st, __ATOMIC_RELAXED);
+  }
+  free(copy);
+}
+
+static hpu_status_t run_group(const hpu_fused_group_t *g, const hpu_node_t *nodes) {
+  rows_run_t rr;
+  rr.r.g = g;
+  rr.r.nodes = nodes;
+  for (int m = 0; m < g->count; m++) prepare_member(&rr.r.m[m], &nodes[g->first + m], g->numel);
+  if (g->rows_node < 0) {
+    hpu_parallel_for(g->numel, 32768, run_range, &rr.r);
+    return HPU_SUCCESS;
+  }
+  rr.row_op = &nodes[g->rows_node];
+  rr.status = HPU_SUCCESS;
+  int64_t grain = 32768 / g->row_len;
+  hpu_parallel_for(g->numel / g->row_len, grain > 0 ? grain : 1, run_rows, &rr);
+  if (rr.status != HPU_SUCCESS)
+    return hpu_error(rr.status, "fused %s: a block of rows failed (%s; host memory for its copy?)",
+                     hpu_op_name(rr.row_op->op), hpu_status_name(rr.status));
+  return HPU_SUCCESS;
 }
 
 hpu_status_t hpu_plan_execute(const hpu_plan_t *plan, const hpu_node_t *nodes, int n) {
@@ -424,8 +573,9 @@ hpu_status_t hpu_plan_execute(const hpu_plan_t *plan, const hpu_node_t *nodes, i
       if (st != HPU_SUCCESS) return st;
       i++;
     } else {
-      run_group(&plan->groups[g], nodes);
-      i += plan->groups[g].count;
+      hpu_status_t st = run_group(&plan->groups[g], nodes);
+      if (st != HPU_SUCCESS) return st;
+      i += plan->groups[g].count + (plan->groups[g].rows_node >= 0);
     }
   }
   return HPU_SUCCESS;

@@ -24,7 +24,7 @@
 #include "hpu/metrics.h"
 
 #define MAGIC 0x3150435255504848ull /* "HHPURCP1" */
-#define VERSION 1
+#define VERSION 2 /* 2: groups may end with a row op */
 
 typedef struct header {
   uint64_t magic;
@@ -100,8 +100,15 @@ static int plan_valid(const hpu_plan_t *p, int n) {
     if (p->group_of[i] < -1 || p->group_of[i] >= p->num_groups) return 0;
   for (int g = 0; g < p->num_groups; g++) {
     const hpu_fused_group_t *fg = &p->groups[g];
-    if (fg->first < 0 || fg->count < 2 || fg->count > HPU_FUSION_MAX_GROUP || fg->first + fg->count > n)
+    int rows = fg->rows_node >= 0;
+    if (fg->first < 0 || fg->count < 2 - rows || fg->count > HPU_FUSION_MAX_GROUP ||
+        fg->first + fg->count + rows > n)
       return 0;
+    if (rows && (fg->rows_node != fg->first + fg->count || p->group_of[fg->rows_node] != g ||
+                 fg->feeder < 0 || fg->feeder >= fg->count || fg->row_len <= 0 ||
+                 fg->numel % fg->row_len))
+      return 0;
+    if (!rows && fg->rows_node != -1) return 0;
     for (int m = 0; m < fg->count; m++) {
       if (p->group_of[fg->first + m] != g) return 0;
       for (int k = 0; k < HPU_MAX_INPUTS; k++)

@@ -251,6 +251,55 @@ def test_fused_pointwise_ops_equal_eager_bitwise(fn, min_fused, dtype):
     assert after["FusedNodes"] - before["FusedNodes"] >= min_fused
 
 
+def attention_probs(x, y):
+    """Scores scaled plus an additive mask (of the scores' shape; broadcast
+    operands do not fuse), then softmax: the scale and the mask fuse, and the
+    softmax runs on each block of rows as they are produced."""
+    mask = ((y > 1.0) * -10000.0).to(x.dtype)
+    return torch.softmax(x * 0.125 + mask, dim=-1)
+
+
+def residual_norm(x, y):
+    """The residual add feeding layer_norm, the add's result kept (it is the
+    next residual): both outputs returned."""
+    w = torch.linspace(0.5, 1.5, x.shape[-1], dtype=x.dtype, device=x.device)
+    b = w * 0.1
+    h = x + y * 0.5
+    return h, torch.nn.functional.layer_norm(h, (x.shape[-1],), w, b)
+
+
+def dead_residual_log_softmax(x, y):
+    return torch.log_softmax((x - y) * 2.0, dim=-1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("fn", [attention_probs, residual_norm, dead_residual_log_softmax])
+@pytest.mark.parametrize("shape", [(8, 4, 33, 128), (3, 3000)])
+def test_row_ops_fused_with_their_producers_equal_eager_bitwise(fn, dtype, shape):
+    g = torch.Generator().manual_seed(2)
+    x, y = (torch.randn(shape, generator=g) * 4).to(dtype), torch.randn(shape, generator=g).to(dtype)
+    xh, yh = x.to("hpu"), y.to("hpu")
+
+    def run(a, b):
+        out = fn(a, b)
+        return list(out) if isinstance(out, tuple) else [out]
+    with lazy_mode(False):
+        eager = [t.cpu() for t in run(xh, yh)]
+    with lazy_mode(True):
+        before = stats("fusion")
+        out = run(xh, yh)
+        htcore.mark_step()
+        lazy = [t.cpu() for t in out]
+        after = stats("fusion")
+    for e, l in zip(eager, lazy):
+        assert torch.equal(l, e)
+    tol = dict(atol=1e-5, rtol=1e-4) if dtype == torch.float32 else dict(atol=3e-2, rtol=3e-2)
+    for c, l in zip(run(x, y), lazy):
+        torch.testing.assert_close(l, c, **tol)
+    # the elementwise producers and the row op itself ran as one group
+    assert after["FusedNodes"] - before["FusedNodes"] >= 3
+
+
 def test_fused_inplace_and_views_equal_eager():
     def work(a):
         b = a.clone()
@@ -309,6 +358,7 @@ def test_graph_dump_text_and_dot(tmp_path):
         import torch, habana_torch, habana_torch.core as htcore
         x = torch.randn(1000, device="hpu")
         y = ((x * 2 + 1).relu() - x) / 4
+        z = torch.softmax(y.view(10, 100) * 2 - 1, dim=-1)
         htcore.mark_step()
         print(y.cpu().shape)
     """, env={"PT_HPU_LAZY_MODE": "1", "PT_HPU_GRAPH_DUMP_DIR": str(tmp_path)})
@@ -318,6 +368,7 @@ def test_graph_dump_text_and_dot(tmp_path):
     assert texts and dots
     text = "\n".join(t.read_text() for t in texts)
     assert "fused groups" in text and "relu" in text and "kept in cache only:" in text
+    assert "on each block of rows" in text  # the softmax that ends the group
     fused = [d.read_text() for d in dots if "relu" in d.read_text()]
     assert fused, [d.read_text() for d in dots]
     assert fused[0].startswith("digraph") and "cluster_g0" in fused[0] and "->" in fused[0]
