@@ -83,6 +83,37 @@ void hpu_graph_destroy(hpu_graph_t *graph) {
   free(graph);
 }
 
+static void copy_operand(hpu_tensor_t *dst, const hpu_tensor_t *src, int used) {
+  if (!used) {
+    dst->storage = NULL;
+    dst->offset = 0;
+    dst->dtype = src->dtype;
+    dst->ndim = 0;
+    return;
+  }
+  int nd = src->ndim > 0 && src->ndim <= HPU_MAX_DIMS ? src->ndim : 0;
+  dst->storage = src->storage;
+  dst->offset = src->offset;
+  dst->dtype = src->dtype;
+  dst->ndim = src->ndim;
+  memcpy(dst->sizes, src->sizes, (size_t)nd * sizeof *dst->sizes);
+  memcpy(dst->strides, src->strides, (size_t)nd * sizeof *dst->strides);
+}
+
+/* A node is about 2 KB, mostly descriptors of operands it does not have
+ * (a binary op uses 3 of 8): copying only the used ones is a visible part of
+ * the host's cost per recorded op. Unused slots become empty descriptors. */
+static void copy_node(hpu_node_t *dst, const hpu_node_t *src) {
+  dst->op = src->op;
+  dst->num_inputs = src->num_inputs;
+  dst->num_outputs = src->num_outputs;
+  dst->compute_dtype = src->compute_dtype;
+  dst->params = src->params;
+  for (int k = 0; k < HPU_MAX_INPUTS; k++) copy_operand(&dst->inputs[k], &src->inputs[k], k < src->num_inputs);
+  for (int k = 0; k < HPU_MAX_OUTPUTS; k++)
+    copy_operand(&dst->outputs[k], &src->outputs[k], k < src->num_outputs);
+}
+
 static hpu_status_t append_unchecked(hpu_graph_t *g, const hpu_node_t *node) {
   if (g->num_nodes == g->capacity) {
     int cap = g->capacity * 2;
@@ -94,7 +125,7 @@ static hpu_status_t append_unchecked(hpu_graph_t *g, const hpu_node_t *node) {
     g->nodes = nodes;
     g->capacity = cap;
   }
-  g->nodes[g->num_nodes++] = *node;
+  copy_node(&g->nodes[g->num_nodes++], node);
   return HPU_SUCCESS;
 }
 
