@@ -578,14 +578,44 @@ typedef struct {
   int64_t kc;          /* k block, in packed steps */
   char *scratch;
   int nwork;           /* workers the scratch was sized for */
-  _Atomic int next;
+  _Atomic int next;      /* workers that took their scratch */
+  _Atomic int64_t nextpart; /* next part or batch to claim */
   /* one GEMM split into parts over rows or columns */
   int split_n;
   int64_t nparts;
   /* batches */
   int64_t nbatch;
   const int64_t *offs; /* 3 byte offsets (a, b, c) per batch, or NULL */
+  /* A packed once per product (apanels panels of kp * MR words), or NULL */
+  uint32_t *apre;
+  int64_t apanels;
 } plan_t;
+
+/* Batch bi of a batched product: g with its operands moved by offs[3 bi..]. */
+static hpu_gemm_t batch_view(const hpu_gemm_t *g, const int64_t *offs, int64_t bi) {
+  hpu_gemm_t gb = *g;
+  if (offs) {
+    gb.a = (const char *)gb.a + offs[3 * bi];
+    gb.b = (const char *)gb.b + offs[3 * bi + 1];
+    gb.c = (char *)gb.c + offs[3 * bi + 2];
+  }
+  return gb;
+}
+
+/* Packs A's MR-row panels [p0, p1) of g into P->apre. */
+static void prepack_a(const plan_t *P, const hpu_gemm_t *g, int64_t p0, int64_t p1) {
+  for (int64_t t = p0; t < p1; t++) {
+    int64_t i0 = t * MR, mr = g->m - i0 < MR ? g->m - i0 : MR;
+    uint32_t *dst = P->apre + t * P->kp * MR;
+    if (P->kernel == HPU_GEMM_BF16DOT) pack_a_bf16(g, i0, mr, dst);
+    else pack_a_f32(g, i0, mr, (float *)dst);
+  }
+}
+
+static void prepack_range(void *ctx, int64_t begin, int64_t end) {
+  const plan_t *P = ctx;
+  prepack_a(P, P->g, begin, end);
+}
 
 /* C[i0:i1, j0:j1] of g, serially, with one worker's scratch. */
 static void run_block(const plan_t *P, const hpu_gemm_t *g, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
@@ -606,9 +636,11 @@ static void run_block(const plan_t *P, const hpu_gemm_t *g, int64_t i0, int64_t 
     }
     for (int64_t ip = i0; ip < i1; ip += MR) {
       int64_t mr = i1 - ip < MR ? i1 - ip : MR;
-      int direct = P->adirect && mr == MR;
+      int direct = P->adirect && mr == MR && !P->apre;
       const char *arow = (const char *)g->a + ip * g->ars * es;
-      if (!direct) {
+      if (P->apre) {
+        apack = P->apre + ip / MR * kp * MR;
+      } else if (!direct) {
         if (bf) pack_a_bf16(g, ip, mr, apack);
         else pack_a_f32(g, ip, mr, (float *)apack);
       }
@@ -652,13 +684,20 @@ static char *worker_scratch(plan_t *P, void **own) {
   return *own;
 }
 
+/* Each worker claims parts (or batches) one at a time until none is left:
+ * a worker that wakes late or is preempted (the machine is shared) leaves
+ * its share to the others instead of holding the product up. */
+static int64_t claim(plan_t *P) { return atomic_fetch_add(&P->nextpart, 1); }
+
 static void part_range(void *ctx, int64_t begin, int64_t end) {
+  (void)begin;
+  (void)end;
   plan_t *P = ctx;
   const hpu_gemm_t *g = P->g;
   void *own;
   char *scr = worker_scratch(P, &own);
   int64_t total = P->split_n ? (g->n + NR - 1) / NR : (g->m + MR - 1) / MR;
-  for (int64_t t = begin; t < end; t++) {
+  for (int64_t t = claim(P); t < P->nparts; t = claim(P)) {
     int64_t u0 = total * t / P->nparts, u1 = total * (t + 1) / P->nparts;
     if (u0 == u1) continue;
     if (P->split_n) {
@@ -673,14 +712,13 @@ static void part_range(void *ctx, int64_t begin, int64_t end) {
 }
 
 static void batch_range(void *ctx, int64_t begin, int64_t end) {
+  (void)begin;
+  (void)end;
   plan_t *P = ctx;
   void *own;
   char *scr = worker_scratch(P, &own);
-  for (int64_t bi = begin; bi < end; bi++) {
-    hpu_gemm_t gb = *P->g;
-    gb.a = (const char *)gb.a + P->offs[3 * bi];
-    gb.b = (const char *)gb.b + P->offs[3 * bi + 1];
-    gb.c = (char *)gb.c + P->offs[3 * bi + 2];
+  for (int64_t bi = claim(P); bi < P->nbatch; bi = claim(P)) {
+    hpu_gemm_t gb = batch_view(P->g, P->offs, bi);
     run_block(P, &gb, 0, gb.m, 0, gb.n, scr);
   }
   free(own);
@@ -717,7 +755,12 @@ int hpu_gemm_run_batched(const hpu_gemm_t *g, int kernel, int64_t nbatch, const 
     double bn = balance(np, nt), bm = balance(mp, nt);
     /* columns preferred: each part packs only its own B columns */
     P.split_n = bn >= bm - 0.05 && np >= nt;
-    parts = P.split_n ? (np < nt ? np : nt) : (mp < nt ? mp : nt);
+    /* Up to 4 parts per thread, claimed dynamically; row parts of >= 4
+     * panels, as each packs all of B again. */
+    int64_t most = 4 * (int64_t)nt;
+    if (P.split_n) parts = np < most ? np : most;
+    else parts = mp / 4 < most ? mp / 4 : most;
+    if (parts < nt) parts = P.split_n ? (np < nt ? np : nt) : (mp < nt ? mp : nt);
     if (parts < 1) parts = 1;
     if (P.split_n) ncap = (np + parts - 1) / parts * NR;
   }
@@ -739,37 +782,43 @@ int hpu_gemm_run_batched(const hpu_gemm_t *g, int kernel, int64_t nbatch, const 
   int64_t nkb = (P.kp + 191) / 192;
   P.kc = (P.kp + nkb - 1) / nkb;
   P.nwork = serial ? 1 : nt;
+  /* A packed once per product when it would otherwise be packed again for
+   * every B block (large products: 2048^2 bf16 has 8 blocks per thread). */
+  int64_t cols = P.split_n ? ncap : g->n;
+  int aslot = -1;
+  if (!by_batch && !P.adirect && cols > nc) {
+    P.apanels = mp;
+    P.apre = scratch_get((size_t)mp * (size_t)P.kp * MR * 4, &aslot);
+    if (!P.apre) return -1;
+  }
   int slot;
   P.scratch = scratch_get(P.per * (size_t)P.nwork, &slot);
-  if (!P.scratch) return -1;
+  if (!P.scratch) {
+    if (P.apre) scratch_put(P.apre, aslot);
+    return -1;
+  }
   if (serial || by_batch) {
     if (by_batch && !serial) {
-      hpu_parallel_for(nbatch, 1, batch_range, &P);
+      hpu_parallel_for(nt, 1, batch_range, &P);
     } else {
       for (int64_t bi = 0; bi < nbatch; bi++) {
-        hpu_gemm_t gb = *g;
-        if (offs) {
-          gb.a = (const char *)gb.a + offs[3 * bi];
-          gb.b = (const char *)gb.b + offs[3 * bi + 1];
-          gb.c = (char *)gb.c + offs[3 * bi + 2];
-        }
+        hpu_gemm_t gb = batch_view(g, offs, bi);
+        if (P.apre) prepack_a(&P, &gb, 0, P.apanels);
         run_block(&P, &gb, 0, gb.m, 0, gb.n, P.scratch);
       }
     }
   } else {
     for (int64_t bi = 0; bi < nbatch; bi++) {
-      hpu_gemm_t gb = *g;
-      if (offs) {
-        gb.a = (const char *)gb.a + offs[3 * bi];
-        gb.b = (const char *)gb.b + offs[3 * bi + 1];
-        gb.c = (char *)gb.c + offs[3 * bi + 2];
-      }
+      hpu_gemm_t gb = batch_view(g, offs, bi);
       P.g = &gb;
+      if (P.apre) hpu_parallel_for(P.apanels, 1, prepack_range, &P);
       atomic_store(&P.next, 0);
-      hpu_parallel_for(parts, 1, part_range, &P);
+      atomic_store(&P.nextpart, 0);
+      hpu_parallel_for(parts < nt ? parts : nt, 1, part_range, &P);
     }
   }
   scratch_put(P.scratch, slot);
+  if (P.apre) scratch_put(P.apre, aslot);
   return 0;
 }
 
