@@ -115,6 +115,33 @@ def test_matmul_family(dtype):
         assert_close_to_cpu(lin, torch.nn.functional.linear(a, b.t(), c), **tol)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_matmul_large_blocks(dtype, threads):
+    """Products large enough that gemm.c packs A once per product and spreads
+    column / row parts over the threads (k > one k block, several B blocks
+    per part, edge panels in both directions), plain and transposed A,
+    addmm's beta, and a batch count that does not split evenly."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        tol = dict(atol=2e-1, rtol=2e-2) if dtype == torch.bfloat16 else dict(atol=1e-3, rtol=1e-4)
+        m, k, n = (205, 2050, 2060) if dtype == torch.bfloat16 else (103, 2050, 1100)
+        a, b, c = make((m, k), dtype, 21), make((k, n), dtype, 22), make((m, n), dtype, 23)
+        assert_close_to_cpu(a.to("hpu") @ b.to("hpu"), a @ b, **tol)
+        at = a.t().contiguous().to("hpu").t()  # A with unit row stride
+        assert_close_to_cpu(torch.addmm(c.to("hpu"), at, b.to("hpu"), beta=0.5),
+                            torch.addmm(c, a, b, beta=0.5), **tol)
+        x, y = make((3, m, k), dtype, 24), make((3, k, n // 2), dtype, 25)
+        assert_close_to_cpu(torch.bmm(x.to("hpu"), y.to("hpu")), torch.bmm(x, y), **tol)
+        a, b = make((600, 300), dtype, 28), make((300, 70), dtype, 29)  # split by rows
+        assert_close_to_cpu(a.to("hpu") @ b.to("hpu"), a @ b, **tol)
+        x, y = make((9, 40, 70), dtype, 26), make((9, 70, 50), dtype, 27)
+        assert_close_to_cpu(torch.bmm(x.to("hpu"), y.to("hpu")), torch.bmm(x, y), **tol)
+    finally:
+        torch.set_num_threads(old)
+
+
 def test_matmul_errors():
     with pytest.raises(RuntimeError, match="cannot be multiplied"):
         torch.randn(2, 3, device="hpu") @ torch.randn(4, 5, device="hpu")
