@@ -19,12 +19,16 @@
  * registers (alpha * acc + beta * C, rounded once to C's dtype: fp32
  * accumulation, as PyTorch's CPU); edge tiles go through an fp32 tile.
  *
- * Threads: one parallel region per product. The output is split by columns
- * (each thread packs only its own B panels, ~512 KB blocks that stay in L2)
- * or by rows when that balances better; a batch of products (bmm) with
- * enough members runs whole products per thread instead. Packing buffers
- * are cached between calls (a fresh malloc of that size is an mmap whose
- * pages fault in on every call).
+ * Threads: one parallel region per product. The output is cut into up to
+ * 4 parts per thread by columns (each part packs only its own B panels,
+ * ~512 KB blocks that stay in L2) or by rows when that balances better;
+ * the workers claim parts from a counter, so one that wakes late or is
+ * preempted on the shared machine leaves its share to the others. A batch
+ * of products (bmm) with enough members runs whole products per claim
+ * instead. When A is not read in place and a part spans several B blocks,
+ * A is packed once per product (in parallel, before the parts), not once
+ * per B block. Packing buffers are cached between calls (a fresh malloc of
+ * that size is an mmap whose pages fault in on every call).
  *
  * Dispatch (hpu_gemm_choose), from measurements on a 2-core AVX-512 EPYC
  * (Zen 4) with OpenBLAS 0.3.21 pinned to OPENBLAS_CORETYPE=Haswell:
@@ -180,8 +184,31 @@ ATTR_512 static void epilogue(const hpu_gemm_t *g, const float *tile, int64_t i0
     }
 }
 
-/* Writes the accumulators (c0: columns 0..15, c1: 16..31 of each row). */
-#define FINISH(f, c0, c1)                                                                    \
+/* A full row of a tile: 32 values at p in C's dtype. */
+ATTR_512 static inline void store_row(char *p, hpu_dtype_t dt, int64_t es, __m512 v0, __m512 v1) {
+  store16(p, dt, 0xffff, v0);
+  store16(p + 16 * es, dt, 0xffff, v1);
+}
+
+/* The same in the AVX512_BF16 kernels: a bf16 row is one VCVTNE2PS2BF16
+ * (round to nearest even, as store16) unless a lane is NaN or an fp32
+ * denormal, which that instruction does not round as PyTorch does (NaN
+ * payloads, denormals flushed); those rows take store16's integer path. */
+ATTR_BF16 static inline void store_row_bf16(char *p, hpu_dtype_t dt, int64_t es, __m512 v0, __m512 v1) {
+  if (dt == HPU_BFLOAT16) {
+    /* fpclass 0x01 QNaN | 0x20 denormal | 0x80 SNaN */
+    if (!(_mm512_fpclass_ps_mask(v0, 0xa1) | _mm512_fpclass_ps_mask(v1, 0xa1))) {
+      _mm512_storeu_si512(p, (__m512i)_mm512_cvtne2ps_pbh(v1, v0));
+      return;
+    }
+  }
+  store16(p, dt, 0xffff, v0);
+  store16(p + 16 * es, dt, 0xffff, v1);
+}
+
+/* Writes the accumulators (c0: columns 0..15, c1: 16..31 of each row);
+ * STORE_ROW is store_row or store_row_bf16 (by the kernel's ISA). */
+#define FINISH(f, c0, c1, STORE_ROW)                                                         \
   do {                                                                                       \
     const hpu_gemm_t *g_ = (f)->g;                                                           \
     if ((f)->mr == MR && (f)->nr == NR && g_->ccs == 1) {                                    \
@@ -196,8 +223,7 @@ ATTR_512 static void epilogue(const hpu_gemm_t *g, const float *tile, int64_t i0
           v0_ = _mm512_fmadd_ps(vb_, load16(row_, g_->dt, 0xffff), v0_);                     \
           v1_ = _mm512_fmadd_ps(vb_, load16(row_ + 16 * es_, g_->dt, 0xffff), v1_);          \
         }                                                                                    \
-        store16(row_, g_->dt, 0xffff, v0_);                                                  \
-        store16(row_ + 16 * es_, g_->dt, 0xffff, v1_);                                       \
+        STORE_ROW(row_, g_->dt, es_, v0_, v1_);                                              \
       }                                                                                      \
     } else {                                                                                 \
       _Pragma("GCC unroll 12") for (int i_ = 0; i_ < MR; i_++) {                             \
@@ -256,7 +282,7 @@ ATTR_BF16 static void ukr_bf16_packed(int64_t kp, const uint32_t *A, const uint3
     A += MR;
     B += NR;
   }
-  if (f->last) FINISH(f, c0, c1);
+  if (f->last) FINISH(f, c0, c1, store_row_bf16);
   else SAVE(f, c0, c1);
 }
 
@@ -301,7 +327,7 @@ ATTR_BF16 static void ukr_bf16_direct(int64_t k, const uint16_t *A, int64_t lda,
       c1[i] = _mm512_dpbf16_ps(c1[i], a, b1);
     }
   }
-  if (f->last) FINISH(f, c0, c1);
+  if (f->last) FINISH(f, c0, c1, store_row_bf16);
   else SAVE(f, c0, c1);
 }
 
@@ -320,7 +346,7 @@ ATTR_512 static void ukr_f32_packed(int64_t k, const float *A, const float *B, c
     A += MR;
     B += NR;
   }
-  if (f->last) FINISH(f, c0, c1);
+  if (f->last) FINISH(f, c0, c1, store_row);
   else SAVE(f, c0, c1);
 }
 
@@ -345,7 +371,7 @@ ATTR_512 static void ukr_f32_direct(int64_t k, const float *A, int64_t lda, cons
     r9 += 4;
     B += NR;
   }
-  if (f->last) FINISH(f, c0, c1);
+  if (f->last) FINISH(f, c0, c1, store_row);
   else SAVE(f, c0, c1);
 }
 
