@@ -142,6 +142,23 @@ def test_matmul_large_blocks(dtype, threads):
         torch.set_num_threads(old)
 
 
+def test_matmul_bf16_rounding_exact():
+    """bf16 products round their fp32 sums once, to nearest even, exactly as
+    PyTorch converts fp32 to bf16. Small integers keep every fp32 sum exact
+    whatever the order, so the results must match torch's bf16 matmul bit
+    for bit (ties included); a NaN input gives NaN where torch's does.
+    24 x 64 fills whole 12 x 32 tiles. (Denormals are not compared: the
+    AVX512_BF16 dot product flushes them, and so does torch's oneDNN.)"""
+    g = torch.Generator().manual_seed(5)
+    a = torch.randint(-8, 9, (24, 64), generator=g).to(torch.bfloat16)
+    b = torch.randint(-8, 9, (64, 64), generator=g).to(torch.bfloat16)
+    assert_close_to_cpu(a.to("hpu") @ b.to("hpu"), a @ b, atol=0, rtol=0)
+    assert (a.float() @ b.float()).abs().max() > 256  # beyond bf16's 8 significant bits: rounding
+    an = a.clone()
+    an[3, 5] = float("nan")
+    assert_close_to_cpu(an.to("hpu") @ b.to("hpu"), an @ b, atol=0, rtol=0, equal_nan=True)
+
+
 def test_matmul_errors():
     with pytest.raises(RuntimeError, match="cannot be multiplied"):
         torch.randn(2, 3, device="hpu") @ torch.randn(4, 5, device="hpu")
