@@ -792,10 +792,14 @@ int hpu_gemm_run_batched(const hpu_gemm_t *g, int kernel, int64_t nbatch, const 
   }
   if (nc > ncap) nc = ncap;
   P.nc = nc;
-  /* A in place only while it stays in L2 or is read once: rows re-read from
+  /* Passes over A: every column part reads all of it, once per B block.
+   * A in place only while it stays in L2 or is read once: rows re-read from
    * L3 come as 12 short strided streams the prefetchers do not follow, and
    * a packed panel is one contiguous stream. */
-  if (ncap > nc && (double)g->m * (double)g->k * (double)hpu_dtype_size(g->dt) > 512.0 * 1024) P.adirect = 0;
+  int64_t cols = P.split_n ? ncap : g->n;
+  int64_t apasses = (P.split_n ? parts : 1) * ((cols + nc - 1) / nc);
+  double abytes_src = (double)g->m * (double)g->k * (double)hpu_dtype_size(g->dt);
+  if (apasses > 1 && abytes_src > 512.0 * 1024) P.adirect = 0;
   P.nparts = parts;
   size_t abytes = ((size_t)P.kp * MR * 4 + 63) / 64 * 64;
   size_t bbytes = ((size_t)(nc / NR) * (size_t)pan + 63) / 64 * 64;
@@ -809,10 +813,10 @@ int hpu_gemm_run_batched(const hpu_gemm_t *g, int kernel, int64_t nbatch, const 
   P.kc = (P.kp + nkb - 1) / nkb;
   P.nwork = serial ? 1 : nt;
   /* A packed once per product when it would otherwise be packed again for
-   * every B block (large products: 2048^2 bf16 has 8 blocks per thread). */
-  int64_t cols = P.split_n ? ncap : g->n;
+   * every part and B block (2048^2 bf16: 16 passes), unless it is small
+   * enough that the extra parallel region would cost more. */
   int aslot = -1;
-  if (!by_batch && !P.adirect && cols > nc) {
+  if (!by_batch && !P.adirect && apasses > 1 && abytes_src >= 256.0 * 1024) {
     P.apanels = mp;
     P.apre = scratch_get((size_t)mp * (size_t)P.kp * MR * 4, &aslot);
     if (!P.apre) return -1;
