@@ -9,7 +9,7 @@ after a warm-up (bench/ops.py's time_pair), best and median of N repetitions; "s
 time (= GFLOP/s ratio, > 1: hpu faster). The hpu result is checked against
 the CPU result once, so a fast wrong kernel cannot pass.
 
-    python bench/gemm_shapes.py [--dtype bf16|fp32|both] [--reps 20] [--threads 2] [--settle 0.002]
+    python bench/gemm_shapes.py [--dtype bf16|fp32|both] [--reps 20] [--threads 2] [--settle 0.01]
                                 [--square] [--only SUBSTRING]
 """
 import argparse
@@ -88,7 +88,7 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--square", action="store_true")
     p.add_argument("--only", default="")
-    p.add_argument("--settle", type=float, default=0.002, help="as bench/ops.py --settle (0: plain alternation)")
+    p.add_argument("--settle", type=float, default=0.01, help="as bench/ops.py --settle (0: plain alternation)")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     up = lambda: subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()

@@ -129,7 +129,9 @@ def time_pair(cpu_fn, hpu_fn, reps, budget, settle=0.0):
     workers spin-wait after a parallel region (libgomp's default wait
     policy), and a GEMM of 50-500 us started right after a torch one shares
     the 2 cores with that spinner: measured hpu bf16 512^3 307 us with
-    OMP_WAIT_POLICY=passive vs 562 us with the default, torch unchanged."""
+    OMP_WAIT_POLICY=passive vs 562 us with the default, torch unchanged.
+    The spinner outlasts 2 ms (BERT-shape hpu sum 17.8 ms with 2 ms of
+    lead-in, 12.5 ms with 10 ms; torch 10.5 ms either way), hence 10 ms."""
     def lead_in(fn):
         t0 = time.perf_counter()
         fn()
@@ -503,7 +505,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="smaller sizes, fewer reps (~1 minute)")
     ap.add_argument("--reps", type=int, default=0, help="min repetitions per side (default 5, quick 3)")
     ap.add_argument("--budget", type=float, default=0, help="seconds per op case used to add reps")
-    ap.add_argument("--settle", type=float, default=0.002,
+    ap.add_argument("--settle", type=float, default=0.01,
                     help="matmul rows: run each side untimed this many seconds before each timed call, "
                          "so torch's spinning OpenMP workers do not share the cores with the hpu call "
                          "(0: plain cpu/hpu alternation)")
