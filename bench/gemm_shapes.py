@@ -5,22 +5,22 @@ The autocast BERT step (bench/autocast_bert.py: hidden 256, 4 layers, 4
 heads, intermediate 1024, batch 16 x seq 128 = 2048 tokens) spends its time
 in bf16 linear / bmm of the shapes below, forward and backward, so these
 matter more than square matrices. Each case runs both sides interleaved
-after a warm-up, best and median of N repetitions; "speed" = cpu time / hpu
+after a warm-up (bench/ops.py's time_pair), best and median of N repetitions; "speed" = cpu time / hpu
 time (= GFLOP/s ratio, > 1: hpu faster). The hpu result is checked against
 the CPU result once, so a fast wrong kernel cannot pass.
 
-    python bench/gemm_shapes.py [--dtype bf16|fp32|both] [--reps 20] [--threads 2]
+    python bench/gemm_shapes.py [--dtype bf16|fp32|both] [--reps 20] [--threads 2] [--settle 0.01]
                                 [--square] [--only SUBSTRING]
 """
 import argparse
 import statistics
 import subprocess
-import time
 
 import torch
 import torch.nn.functional as F
 
 import habana_torch  # noqa: F401
+from ops import time_pair  # the same interleaved timing loop as bench/ops.py (this file's directory)
 
 T, H, FF, B, S, NH, HD = 2048, 256, 1024, 16, 128, 4, 64
 
@@ -88,6 +88,7 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--square", action="store_true")
     p.add_argument("--only", default="")
+    p.add_argument("--settle", type=float, default=0.01, help="as bench/ops.py --settle (0: plain alternation)")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     up = lambda: subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
@@ -109,17 +110,7 @@ def main():
                 hpu_op()
                 torch.hpu.synchronize()
 
-            for _ in range(3):
-                cpu_fn()
-                hpu_fn()
-            tc, th = [], []
-            for _ in range(args.reps):
-                t = time.perf_counter()
-                cpu_fn()
-                tc.append(time.perf_counter() - t)
-                t = time.perf_counter()
-                hpu_fn()
-                th.append(time.perf_counter() - t)
+            tc, th = time_pair(cpu_fn, hpu_fn, args.reps, 0, args.settle)
             bc, bh = min(tc), min(th)
             mc, mh = statistics.median(tc), statistics.median(th)
             if not name.startswith("square"):

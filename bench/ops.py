@@ -119,9 +119,25 @@ def sync():
     torch.hpu.synchronize()
 
 
-def time_pair(cpu_fn, hpu_fn, reps, budget):
+def time_pair(cpu_fn, hpu_fn, reps, budget, settle=0.0):
     """Interleaved cpu/hpu runs after one warm-up each. Repetitions grow
-    (up to 20x reps) while the case is cheap, bounded by `budget` seconds."""
+    (up to 20x reps) while the case is cheap, bounded by `budget` seconds.
+
+    settle > 0: before each timed call, run the same side untimed for at
+    least `settle` seconds (at least once), so the timed call does not start
+    while the other side's threads still hold the cores. torch's OpenMP
+    workers spin-wait after a parallel region (libgomp's default wait
+    policy), and a GEMM of 50-500 us started right after a torch one shares
+    the 2 cores with that spinner: measured hpu bf16 512^3 307 us with
+    OMP_WAIT_POLICY=passive vs 562 us with the default, torch unchanged.
+    The spinner outlasts 2 ms (BERT-shape hpu sum 17.8 ms with 2 ms of
+    lead-in, 12.5 ms with 10 ms; torch 10.5 ms either way), hence 10 ms."""
+    def lead_in(fn):
+        t0 = time.perf_counter()
+        fn()
+        while time.perf_counter() - t0 < settle:
+            fn()
+
     cpu_fn()
     hpu_fn()
     t0 = time.perf_counter()
@@ -131,9 +147,13 @@ def time_pair(cpu_fn, hpu_fn, reps, budget):
     n = max(reps, min(20 * reps, int(budget / max(once, 1e-9))))
     tc, th = [], []
     for _ in range(n):
+        if settle:
+            lead_in(cpu_fn)
         t = time.perf_counter()
         cpu_fn()
         tc.append(time.perf_counter() - t)
+        if settle:
+            lead_in(hpu_fn)
         t = time.perf_counter()
         hpu_fn()
         th.append(time.perf_counter() - t)
@@ -211,7 +231,7 @@ def bench_matmul(args, info):
                 hpu_op()
                 sync()
 
-            tc, th = time_pair(cpu_fn, hpu_fn, args.reps, args.budget)
+            tc, th = time_pair(cpu_fn, hpu_fn, args.reps, args.budget, args.settle)
             flops = 2 * m * n * k
             gc, gh = flops / min(tc) / 1e9, flops / min(th) / 1e9
             case = f"matmul {dn} {m}x{k}x{n}" + (" A@B^T" if trans else "")
@@ -485,6 +505,10 @@ def main():
     ap.add_argument("--quick", action="store_true", help="smaller sizes, fewer reps (~1 minute)")
     ap.add_argument("--reps", type=int, default=0, help="min repetitions per side (default 5, quick 3)")
     ap.add_argument("--budget", type=float, default=0, help="seconds per op case used to add reps")
+    ap.add_argument("--settle", type=float, default=0.01,
+                    help="matmul rows: run each side untimed this many seconds before each timed call, "
+                         "so torch's spinning OpenMP workers do not share the cores with the hpu call "
+                         "(0: plain cpu/hpu alternation)")
     ap.add_argument("--model-steps", type=int, default=0, help="timed BERT steps / GPT2 generations")
     ap.add_argument("--model-warmup", type=int, default=1)
     ap.add_argument("--no-lazy", dest="lazy", action="store_false", help="skip the lazy-mode BERT row")

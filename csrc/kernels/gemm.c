@@ -19,12 +19,16 @@
  * registers (alpha * acc + beta * C, rounded once to C's dtype: fp32
  * accumulation, as PyTorch's CPU); edge tiles go through an fp32 tile.
  *
- * Threads: one parallel region per product. The output is split by columns
- * (each thread packs only its own B panels, ~512 KB blocks that stay in L2)
- * or by rows when that balances better; a batch of products (bmm) with
- * enough members runs whole products per thread instead. Packing buffers
- * are cached between calls (a fresh malloc of that size is an mmap whose
- * pages fault in on every call).
+ * Threads: one parallel region per product. The output is cut into up to
+ * 4 parts per thread by columns (each part packs only its own B panels,
+ * ~512 KB blocks that stay in L2) or by rows when that balances better;
+ * the workers claim parts from a counter, so one that wakes late or is
+ * preempted on the shared machine leaves its share to the others. A batch
+ * of products (bmm) with enough members runs whole products per claim
+ * instead. When A is not read in place and a part spans several B blocks,
+ * A is packed once per product (in parallel, before the parts), not once
+ * per B block. Packing buffers are cached between calls (a fresh malloc of
+ * that size is an mmap whose pages fault in on every call).
  *
  * Dispatch (hpu_gemm_choose), from measurements on a 2-core AVX-512 EPYC
  * (Zen 4) with OpenBLAS 0.3.21 pinned to OPENBLAS_CORETYPE=Haswell:
@@ -180,8 +184,31 @@ ATTR_512 static void epilogue(const hpu_gemm_t *g, const float *tile, int64_t i0
     }
 }
 
-/* Writes the accumulators (c0: columns 0..15, c1: 16..31 of each row). */
-#define FINISH(f, c0, c1)                                                                    \
+/* A full row of a tile: 32 values at p in C's dtype. */
+ATTR_512 static inline void store_row(char *p, hpu_dtype_t dt, int64_t es, __m512 v0, __m512 v1) {
+  store16(p, dt, 0xffff, v0);
+  store16(p + 16 * es, dt, 0xffff, v1);
+}
+
+/* The same in the AVX512_BF16 kernels: a bf16 row is one VCVTNE2PS2BF16
+ * (round to nearest even, as store16) unless a lane is NaN or an fp32
+ * denormal, which that instruction does not round as PyTorch does (NaN
+ * payloads, denormals flushed); those rows take store16's integer path. */
+ATTR_BF16 static inline void store_row_bf16(char *p, hpu_dtype_t dt, int64_t es, __m512 v0, __m512 v1) {
+  if (dt == HPU_BFLOAT16) {
+    /* fpclass 0x01 QNaN | 0x20 denormal | 0x80 SNaN */
+    if (!(_mm512_fpclass_ps_mask(v0, 0xa1) | _mm512_fpclass_ps_mask(v1, 0xa1))) {
+      _mm512_storeu_si512(p, (__m512i)_mm512_cvtne2ps_pbh(v1, v0));
+      return;
+    }
+  }
+  store16(p, dt, 0xffff, v0);
+  store16(p + 16 * es, dt, 0xffff, v1);
+}
+
+/* Writes the accumulators (c0: columns 0..15, c1: 16..31 of each row);
+ * STORE_ROW is store_row or store_row_bf16 (by the kernel's ISA). */
+#define FINISH(f, c0, c1, STORE_ROW)                                                         \
   do {                                                                                       \
     const hpu_gemm_t *g_ = (f)->g;                                                           \
     if ((f)->mr == MR && (f)->nr == NR && g_->ccs == 1) {                                    \
@@ -196,8 +223,7 @@ ATTR_512 static void epilogue(const hpu_gemm_t *g, const float *tile, int64_t i0
           v0_ = _mm512_fmadd_ps(vb_, load16(row_, g_->dt, 0xffff), v0_);                     \
           v1_ = _mm512_fmadd_ps(vb_, load16(row_ + 16 * es_, g_->dt, 0xffff), v1_);          \
         }                                                                                    \
-        store16(row_, g_->dt, 0xffff, v0_);                                                  \
-        store16(row_ + 16 * es_, g_->dt, 0xffff, v1_);                                       \
+        STORE_ROW(row_, g_->dt, es_, v0_, v1_);                                              \
       }                                                                                      \
     } else {                                                                                 \
       _Pragma("GCC unroll 12") for (int i_ = 0; i_ < MR; i_++) {                             \
@@ -256,7 +282,7 @@ ATTR_BF16 static void ukr_bf16_packed(int64_t kp, const uint32_t *A, const uint3
     A += MR;
     B += NR;
   }
-  if (f->last) FINISH(f, c0, c1);
+  if (f->last) FINISH(f, c0, c1, store_row_bf16);
   else SAVE(f, c0, c1);
 }
 
@@ -301,7 +327,7 @@ ATTR_BF16 static void ukr_bf16_direct(int64_t k, const uint16_t *A, int64_t lda,
       c1[i] = _mm512_dpbf16_ps(c1[i], a, b1);
     }
   }
-  if (f->last) FINISH(f, c0, c1);
+  if (f->last) FINISH(f, c0, c1, store_row_bf16);
   else SAVE(f, c0, c1);
 }
 
@@ -320,7 +346,7 @@ ATTR_512 static void ukr_f32_packed(int64_t k, const float *A, const float *B, c
     A += MR;
     B += NR;
   }
-  if (f->last) FINISH(f, c0, c1);
+  if (f->last) FINISH(f, c0, c1, store_row);
   else SAVE(f, c0, c1);
 }
 
@@ -345,7 +371,7 @@ ATTR_512 static void ukr_f32_direct(int64_t k, const float *A, int64_t lda, cons
     r9 += 4;
     B += NR;
   }
-  if (f->last) FINISH(f, c0, c1);
+  if (f->last) FINISH(f, c0, c1, store_row);
   else SAVE(f, c0, c1);
 }
 
@@ -578,14 +604,44 @@ typedef struct {
   int64_t kc;          /* k block, in packed steps */
   char *scratch;
   int nwork;           /* workers the scratch was sized for */
-  _Atomic int next;
+  _Atomic int next;      /* workers that took their scratch */
+  _Atomic int64_t nextpart; /* next part or batch to claim */
   /* one GEMM split into parts over rows or columns */
   int split_n;
   int64_t nparts;
   /* batches */
   int64_t nbatch;
   const int64_t *offs; /* 3 byte offsets (a, b, c) per batch, or NULL */
+  /* A packed once per product (apanels panels of kp * MR words), or NULL */
+  uint32_t *apre;
+  int64_t apanels;
 } plan_t;
+
+/* Batch bi of a batched product: g with its operands moved by offs[3 bi..]. */
+static hpu_gemm_t batch_view(const hpu_gemm_t *g, const int64_t *offs, int64_t bi) {
+  hpu_gemm_t gb = *g;
+  if (offs) {
+    gb.a = (const char *)gb.a + offs[3 * bi];
+    gb.b = (const char *)gb.b + offs[3 * bi + 1];
+    gb.c = (char *)gb.c + offs[3 * bi + 2];
+  }
+  return gb;
+}
+
+/* Packs A's MR-row panels [p0, p1) of g into P->apre. */
+static void prepack_a(const plan_t *P, const hpu_gemm_t *g, int64_t p0, int64_t p1) {
+  for (int64_t t = p0; t < p1; t++) {
+    int64_t i0 = t * MR, mr = g->m - i0 < MR ? g->m - i0 : MR;
+    uint32_t *dst = P->apre + t * P->kp * MR;
+    if (P->kernel == HPU_GEMM_BF16DOT) pack_a_bf16(g, i0, mr, dst);
+    else pack_a_f32(g, i0, mr, (float *)dst);
+  }
+}
+
+static void prepack_range(void *ctx, int64_t begin, int64_t end) {
+  const plan_t *P = ctx;
+  prepack_a(P, P->g, begin, end);
+}
 
 /* C[i0:i1, j0:j1] of g, serially, with one worker's scratch. */
 static void run_block(const plan_t *P, const hpu_gemm_t *g, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
@@ -606,9 +662,11 @@ static void run_block(const plan_t *P, const hpu_gemm_t *g, int64_t i0, int64_t 
     }
     for (int64_t ip = i0; ip < i1; ip += MR) {
       int64_t mr = i1 - ip < MR ? i1 - ip : MR;
-      int direct = P->adirect && mr == MR;
+      int direct = P->adirect && mr == MR && !P->apre;
       const char *arow = (const char *)g->a + ip * g->ars * es;
-      if (!direct) {
+      if (P->apre) {
+        apack = P->apre + ip / MR * kp * MR;
+      } else if (!direct) {
         if (bf) pack_a_bf16(g, ip, mr, apack);
         else pack_a_f32(g, ip, mr, (float *)apack);
       }
@@ -652,13 +710,20 @@ static char *worker_scratch(plan_t *P, void **own) {
   return *own;
 }
 
+/* Each worker claims parts (or batches) one at a time until none is left:
+ * a worker that wakes late or is preempted (the machine is shared) leaves
+ * its share to the others instead of holding the product up. */
+static int64_t claim(plan_t *P) { return atomic_fetch_add(&P->nextpart, 1); }
+
 static void part_range(void *ctx, int64_t begin, int64_t end) {
+  (void)begin;
+  (void)end;
   plan_t *P = ctx;
   const hpu_gemm_t *g = P->g;
   void *own;
   char *scr = worker_scratch(P, &own);
   int64_t total = P->split_n ? (g->n + NR - 1) / NR : (g->m + MR - 1) / MR;
-  for (int64_t t = begin; t < end; t++) {
+  for (int64_t t = claim(P); t < P->nparts; t = claim(P)) {
     int64_t u0 = total * t / P->nparts, u1 = total * (t + 1) / P->nparts;
     if (u0 == u1) continue;
     if (P->split_n) {
@@ -673,14 +738,13 @@ static void part_range(void *ctx, int64_t begin, int64_t end) {
 }
 
 static void batch_range(void *ctx, int64_t begin, int64_t end) {
+  (void)begin;
+  (void)end;
   plan_t *P = ctx;
   void *own;
   char *scr = worker_scratch(P, &own);
-  for (int64_t bi = begin; bi < end; bi++) {
-    hpu_gemm_t gb = *P->g;
-    gb.a = (const char *)gb.a + P->offs[3 * bi];
-    gb.b = (const char *)gb.b + P->offs[3 * bi + 1];
-    gb.c = (char *)gb.c + P->offs[3 * bi + 2];
+  for (int64_t bi = claim(P); bi < P->nbatch; bi = claim(P)) {
+    hpu_gemm_t gb = batch_view(P->g, P->offs, bi);
     run_block(P, &gb, 0, gb.m, 0, gb.n, scr);
   }
   free(own);
@@ -717,16 +781,25 @@ int hpu_gemm_run_batched(const hpu_gemm_t *g, int kernel, int64_t nbatch, const 
     double bn = balance(np, nt), bm = balance(mp, nt);
     /* columns preferred: each part packs only its own B columns */
     P.split_n = bn >= bm - 0.05 && np >= nt;
-    parts = P.split_n ? (np < nt ? np : nt) : (mp < nt ? mp : nt);
+    /* Up to 4 parts per thread, claimed dynamically; row parts of >= 4
+     * panels, as each packs all of B again. */
+    int64_t most = 4 * (int64_t)nt;
+    if (P.split_n) parts = np < most ? np : most;
+    else parts = mp / 4 < most ? mp / 4 : most;
+    if (parts < nt) parts = P.split_n ? (np < nt ? np : nt) : (mp < nt ? mp : nt);
     if (parts < 1) parts = 1;
     if (P.split_n) ncap = (np + parts - 1) / parts * NR;
   }
   if (nc > ncap) nc = ncap;
   P.nc = nc;
-  /* A in place only while it stays in L2 or is read once: rows re-read from
+  /* Passes over A: every column part reads all of it, once per B block.
+   * A in place only while it stays in L2 or is read once: rows re-read from
    * L3 come as 12 short strided streams the prefetchers do not follow, and
    * a packed panel is one contiguous stream. */
-  if (ncap > nc && (double)g->m * (double)g->k * (double)hpu_dtype_size(g->dt) > 512.0 * 1024) P.adirect = 0;
+  int64_t cols = P.split_n ? ncap : g->n;
+  int64_t apasses = (P.split_n ? parts : 1) * ((cols + nc - 1) / nc);
+  double abytes_src = (double)g->m * (double)g->k * (double)hpu_dtype_size(g->dt);
+  if (apasses > 1 && abytes_src > 512.0 * 1024) P.adirect = 0;
   P.nparts = parts;
   size_t abytes = ((size_t)P.kp * MR * 4 + 63) / 64 * 64;
   size_t bbytes = ((size_t)(nc / NR) * (size_t)pan + 63) / 64 * 64;
@@ -739,37 +812,43 @@ int hpu_gemm_run_batched(const hpu_gemm_t *g, int kernel, int64_t nbatch, const 
   int64_t nkb = (P.kp + 191) / 192;
   P.kc = (P.kp + nkb - 1) / nkb;
   P.nwork = serial ? 1 : nt;
+  /* A packed once per product when it would otherwise be packed again for
+   * every part and B block (2048^2 bf16: 16 passes), unless it is small
+   * enough that the extra parallel region would cost more. */
+  int aslot = -1;
+  if (!by_batch && !P.adirect && apasses > 1 && abytes_src >= 256.0 * 1024) {
+    P.apanels = mp;
+    P.apre = scratch_get((size_t)mp * (size_t)P.kp * MR * 4, &aslot);
+    if (!P.apre) return -1;
+  }
   int slot;
   P.scratch = scratch_get(P.per * (size_t)P.nwork, &slot);
-  if (!P.scratch) return -1;
+  if (!P.scratch) {
+    if (P.apre) scratch_put(P.apre, aslot);
+    return -1;
+  }
   if (serial || by_batch) {
     if (by_batch && !serial) {
-      hpu_parallel_for(nbatch, 1, batch_range, &P);
+      hpu_parallel_for(nt, 1, batch_range, &P);
     } else {
       for (int64_t bi = 0; bi < nbatch; bi++) {
-        hpu_gemm_t gb = *g;
-        if (offs) {
-          gb.a = (const char *)gb.a + offs[3 * bi];
-          gb.b = (const char *)gb.b + offs[3 * bi + 1];
-          gb.c = (char *)gb.c + offs[3 * bi + 2];
-        }
+        hpu_gemm_t gb = batch_view(g, offs, bi);
+        if (P.apre) prepack_a(&P, &gb, 0, P.apanels);
         run_block(&P, &gb, 0, gb.m, 0, gb.n, P.scratch);
       }
     }
   } else {
     for (int64_t bi = 0; bi < nbatch; bi++) {
-      hpu_gemm_t gb = *g;
-      if (offs) {
-        gb.a = (const char *)gb.a + offs[3 * bi];
-        gb.b = (const char *)gb.b + offs[3 * bi + 1];
-        gb.c = (char *)gb.c + offs[3 * bi + 2];
-      }
+      hpu_gemm_t gb = batch_view(g, offs, bi);
       P.g = &gb;
+      if (P.apre) hpu_parallel_for(P.apanels, 1, prepack_range, &P);
       atomic_store(&P.next, 0);
-      hpu_parallel_for(parts, 1, part_range, &P);
+      atomic_store(&P.nextpart, 0);
+      hpu_parallel_for(parts < nt ? parts : nt, 1, part_range, &P);
     }
   }
   scratch_put(P.scratch, slot);
+  if (P.apre) scratch_put(P.apre, aslot);
   return 0;
 }
 

@@ -140,6 +140,50 @@ def test_matrix_vector_products(dtype, k, n):
     assert_close_to_cpu(out_h, out, **tol)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_matmul_large_blocks(dtype, threads):
+    """Products large enough that gemm.c packs A once per product and spreads
+    column / row parts over the threads (k > one k block, several B blocks
+    per part, edge panels in both directions), plain and transposed A,
+    addmm's beta, and a batch count that does not split evenly."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        tol = dict(atol=2e-1, rtol=2e-2) if dtype == torch.bfloat16 else dict(atol=1e-3, rtol=1e-4)
+        m, k, n = (205, 2050, 2060) if dtype == torch.bfloat16 else (103, 2050, 1100)
+        a, b, c = make((m, k), dtype, 21), make((k, n), dtype, 22), make((m, n), dtype, 23)
+        assert_close_to_cpu(a.to("hpu") @ b.to("hpu"), a @ b, **tol)
+        at = a.t().contiguous().to("hpu").t()  # A with unit row stride
+        assert_close_to_cpu(torch.addmm(c.to("hpu"), at, b.to("hpu"), beta=0.5),
+                            torch.addmm(c, a, b, beta=0.5), **tol)
+        x, y = make((3, m, k), dtype, 24), make((3, k, n // 2), dtype, 25)
+        assert_close_to_cpu(torch.bmm(x.to("hpu"), y.to("hpu")), torch.bmm(x, y), **tol)
+        a, b = make((600, 300), dtype, 28), make((300, 70), dtype, 29)  # split by rows
+        assert_close_to_cpu(a.to("hpu") @ b.to("hpu"), a @ b, **tol)
+        x, y = make((9, 40, 70), dtype, 26), make((9, 70, 50), dtype, 27)
+        assert_close_to_cpu(torch.bmm(x.to("hpu"), y.to("hpu")), torch.bmm(x, y), **tol)
+    finally:
+        torch.set_num_threads(old)
+
+
+def test_matmul_bf16_rounding_exact():
+    """bf16 products round their fp32 sums once, to nearest even, exactly as
+    PyTorch converts fp32 to bf16. Small integers keep every fp32 sum exact
+    whatever the order, so the results must match torch's bf16 matmul bit
+    for bit (ties included); a NaN input gives NaN where torch's does.
+    24 x 64 fills whole 12 x 32 tiles. (Denormals are not compared: the
+    AVX512_BF16 dot product flushes them, and so does torch's oneDNN.)"""
+    g = torch.Generator().manual_seed(5)
+    a = torch.randint(-8, 9, (24, 64), generator=g).to(torch.bfloat16)
+    b = torch.randint(-8, 9, (64, 64), generator=g).to(torch.bfloat16)
+    assert_close_to_cpu(a.to("hpu") @ b.to("hpu"), a @ b, atol=0, rtol=0)
+    assert (a.float() @ b.float()).abs().max() > 256  # beyond bf16's 8 significant bits: rounding
+    an = a.clone()
+    an[3, 5] = float("nan")
+    assert_close_to_cpu(an.to("hpu") @ b.to("hpu"), an @ b, atol=0, rtol=0, equal_nan=True)
+
+
 def test_matmul_errors():
     with pytest.raises(RuntimeError, match="cannot be multiplied"):
         torch.randn(2, 3, device="hpu") @ torch.randn(4, 5, device="hpu")
