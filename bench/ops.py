@@ -260,7 +260,7 @@ def run_unary_cases(group, args, cases):
                 fn(*hs)
                 sync()
 
-            tc, th = time_pair(cpu_fn, hpu_fn, args.reps, args.budget)
+            tc, th = time_pair(cpu_fn, hpu_fn, args.reps, args.budget, args.settle)
             gbs = sum(x.numel() * x.element_size() for x in xs) / min(th) / 1e9
             record(group, f"{name} {size_name(n)}", tc, th, 1.0, "speed >= 1.0", f"hpu reads {gbs:5.1f} GB/s")
             del xs, hs
@@ -506,7 +506,7 @@ def main():
     ap.add_argument("--reps", type=int, default=0, help="min repetitions per side (default 5, quick 3)")
     ap.add_argument("--budget", type=float, default=0, help="seconds per op case used to add reps")
     ap.add_argument("--settle", type=float, default=0.01,
-                    help="matmul rows: run each side untimed this many seconds before each timed call, "
+                    help="matmul and op rows: run each side untimed this many seconds before each timed call, "
                          "so torch's spinning OpenMP workers do not share the cores with the hpu call "
                          "(0: plain cpu/hpu alternation)")
     ap.add_argument("--model-steps", type=int, default=0, help="timed BERT steps / GPT2 generations")
