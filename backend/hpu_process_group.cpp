@@ -154,6 +154,22 @@ class WorkHCCL : public c10d::Work {
   }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
 
+  // A collective on card tensors: its future completes as soon as it is
+  // queued, as a CUDA future does. Its value is the card tensors, and
+  // everything done with them (DDP copying the bucket back into the grads,
+  // a comm hook's division, a host read that synchronizes) is queued on the
+  // same card behind the collective. DDP waits for this future at the end
+  // of every backward: completing it at the card's pace stopped the host
+  // there until the card had run the whole step (in lazy mode the step's
+  // graph only starts at that collective), so host recording and card
+  // execution never overlapped. wait() still blocks until the collective
+  // ran; a failure reaches the future's users through the communicator
+  // (the next collective and the card's next synchronize raise it).
+  void complete_future_queued() {
+    future_queued_ = true;
+    future_->markCompleted(c10::IValue(outputs_));
+  }
+
   void complete(std::exception_ptr error) {
     {
       std::lock_guard<std::mutex> g(mutex_);
@@ -161,6 +177,7 @@ class WorkHCCL : public c10d::Work {
       exception_ = error;
     }
     cv_.notify_all();
+    if (future_queued_) return;
     if (error) future_->setError(error);
     else future_->markCompleted(c10::IValue(outputs_));
   }
@@ -168,6 +185,7 @@ class WorkHCCL : public c10d::Work {
  private:
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  bool future_queued_ = false;  // set before the watcher can see the work
 };
 
 class ProcessGroupHCCL : public c10d::Backend {
@@ -747,6 +765,10 @@ class ProcessGroupHCCL : public c10d::Backend {
       hpu_event_destroy(ev);
       HPU_CHECK(st);
     }
+    bool on_card = true;
+    for (auto& t : outputs)
+      if (t.defined() && t.device().type() != c10::DeviceType::HPU) on_card = false;
+    if (on_card) work->complete_future_queued();
     {
       std::lock_guard<std::mutex> g(qmutex_);
       queue_.push_back(Pending{work, ev, std::move(keep)});

@@ -136,6 +136,8 @@ static hcclResult_t reduce_cma(hcclComm_t comm, const hccl_op_t *op, int root_lo
   return hccl_wait_all_posted(comm, "reduction (waiting for peers to finish in place)");
 }
 
+static void memcpy_fn(void *d, const void *s, size_t n) { memcpy(d, s, n); }
+
 /* root_local < 0: every rank gets the result (AllReduce). */
 static hcclResult_t reduce_staged(hcclComm_t comm, const hccl_op_t *op, int root_local) {
   const int L = comm->local_n, me = comm->local;
@@ -162,6 +164,9 @@ static hcclResult_t reduce_staged(hcclComm_t comm, const hccl_op_t *op, int root
     return hcclSuccess;
   }
 
+  /* An output larger than the last-level cache is written with streaming
+   * stores (no read of the lines before they are overwritten). */
+  void (*copy_out)(void *, const void *, size_t) = op->count * es >= HCCL_STREAM_BYTES ? hccl_copy_stream : memcpy_fn;
   size_t chunk = comm->shm.slot_bytes / es;
   if (chunk > (size_t)L * align) chunk -= chunk % ((size_t)L * align);
   for (size_t pos = 0; pos < op->count; pos += chunk) {
@@ -184,7 +189,13 @@ static hcclResult_t reduce_staged(hcclComm_t comm, const hccl_op_t *op, int root
       }
       zc_mine = direct_ok(comm, me, b, root_local);
     }
-    if (!zc_mine) memcpy(hccl_slot(&comm->shm, me, b), send + pos * es, n * es);
+    size_t off, len;
+    if (!zc_mine) /* peers read my slot only for their slices: mine I reduce straight out of send */
+      for (int k = 0; k < L; k++) {
+        if (k == me) continue;
+        hccl_slice(n, L, k, align, &off, &len);
+        if (len) memcpy(hccl_slot(&comm->shm, me, b) + off * es, send + (pos + off) * es, len * es);
+      }
     hccl_post(comm);
     if ((r = hccl_wait_all_posted(comm, "reduction (waiting for peers' data)")) != hcclSuccess) return r;
     if (pos == 0) {
@@ -203,11 +214,10 @@ static hcclResult_t reduce_staged(hcclComm_t comm, const hccl_op_t *op, int root
         if ((r = hccl_wait_all_posted(comm, "reduction (waiting for peers' data)")) != hcclSuccess) return r;
       }
     }
-    size_t off, len;
     hccl_slice(n, L, me, align, &off, &len);
     if (len) {
       char *dst = hccl_slot(&comm->shm, me, b) + off * es;
-      for (int k = 0; k < L; k++) srcs[k] = hccl_slot(&comm->shm, k, b) + off * es;
+      for (int k = 0; k < L; k++) srcs[k] = k == me ? send + (pos + off) * es : hccl_slot(&comm->shm, k, b) + off * es;
       hccl_reduce_n(dst, srcs, L, len, op->dtype, op->redop);
       if (hier && (r = exchange_hosts(comm, dst, len, op->dtype, hccl_base_op(op->redop))) != hcclSuccess) return r;
       if (op->redop == hcclAvg) hccl_avg_div(dst, len, op->dtype, comm->nranks);
@@ -217,7 +227,7 @@ static hcclResult_t reduce_staged(hcclComm_t comm, const hccl_op_t *op, int root
     if (root_local < 0 || root_local == me) {
       for (int k = 0; k < L; k++) {
         hccl_slice(n, L, k, align, &off, &len);
-        if (len) memcpy(recv + (pos + off) * es, hccl_slot(&comm->shm, k, b) + off * es, len * es);
+        if (len) copy_out(recv + (pos + off) * es, hccl_slot(&comm->shm, k, b) + off * es, len * es);
       }
     }
   }

@@ -336,6 +336,10 @@ void hccl_reduce_n(void *dst, const void *const *srcs, int nsrc, size_t count,
                    hcclDataType_t dt, hcclRedOp_t op);
 /* In place: x[i] /= n (hcclAvg's last step). */
 void hccl_avg_div(void *x, size_t count, hcclDataType_t dt, int n);
+/* memcpy with streaming stores (copy_nt.c): for outputs that will not stay
+ * in cache anyway. */
+void hccl_copy_stream(void *dst, const void *src, size_t n);
+#define HCCL_STREAM_BYTES ((size_t)32 << 20)
 static inline hcclRedOp_t hccl_base_op(hcclRedOp_t op) { return op == hcclAvg ? hcclSum : op; }
 
 /* ---- device memory (device.c) ---- */

@@ -87,8 +87,12 @@ hcclResult_t hccl_wait(hcclComm_t comm, hccl_cond_fn cond, void *arg, const char
   hcclResult_t r;
   int64_t deadline = hccl_comm_deadline(comm);
   /* Spin for a bounded time (the clock is read every 64 checks; peers'
-   * liveness and the deadline every 10 ms, so long spins still fail fast). */
-  int64_t spin_end = 0, next_check = 0;
+   * liveness and the deadline every 10 ms, so long spins still fail fast).
+   * Past the first 5 us, yield between bursts: a waiter that stays runnable
+   * keeps answering within microseconds, yet hands its core to a runnable
+   * thread (the late peer, our own host thread) when the machine is
+   * oversubscribed. */
+  int64_t spin_end = 0, next_check = 0, yield_after = 0;
   for (unsigned i = 1; comm->spin_ns > 0; i++) {
     cpu_relax();
     if (cond(comm, arg)) return hcclSuccess;
@@ -97,8 +101,11 @@ hcclResult_t hccl_wait(hcclComm_t comm, hccl_cond_fn cond, void *arg, const char
       if (!spin_end) {
         spin_end = t + comm->spin_ns;
         next_check = t + 10000000;
+        yield_after = t + 5000;
       } else if (t > spin_end) {
         break;
+      } else if (t > yield_after) {
+        sched_yield();
       }
       if ((r = check_abort(comm)) != hcclSuccess) return r;
       if (t > next_check) {
