@@ -10,14 +10,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int push(hpu_signature_t *s, int64_t w) {
-  if (s->len == s->cap) {
-    size_t cap = s->cap ? s->cap * 2 : 256;
-    int64_t *grown = realloc(s->words, cap * sizeof *grown);
-    if (!grown) return 0;
-    s->words = grown;
-    s->cap = cap;
-  }
+/* The most words one node adds: its header, every operand with all its
+ * dims and a producer, and the largest params (nn's). */
+#define NODE_WORDS_MAX (2 + (HPU_MAX_INPUTS + HPU_MAX_OUTPUTS) * (2 + 2 * HPU_MAX_DIMS) + 8 + 2 * HPU_NN_MAX_INDICES + 16)
+
+/* Room for one more node's words: the per-word pushes then need no check
+ * (a check and a possible realloc per word were most of the signature's cost). */
+static int reserve_node(hpu_signature_t *s) {
+  if (s->cap - s->len >= NODE_WORDS_MAX) return 1;
+  size_t cap = s->cap * 2 > s->len + NODE_WORDS_MAX ? s->cap * 2 : s->len + NODE_WORDS_MAX;
+  int64_t *grown = realloc(s->words, cap * sizeof *grown);
+  if (!grown) return 0;
+  s->words = grown;
+  s->cap = cap;
+  return 1;
+}
+
+/* Only after reserve_node for the node being added. */
+static inline int push(hpu_signature_t *s, int64_t w) {
   s->words[s->len++] = w;
   return 1;
 }
@@ -99,6 +109,7 @@ int hpu_signature_build(hpu_signature_t *s, const hpu_node_t *nodes, int n,
   int ok = s->words != NULL && push(s, n);
   for (int i = 0; i < n && ok; i++) {
     const hpu_node_t *node = &nodes[i];
+    if (!(ok = reserve_node(s))) break;
     ok &= push(s, (int64_t)node->op << 16 | node->num_inputs << 8 | node->num_outputs);
     ok &= push(s, (int64_t)node->compute_dtype | (int64_t)(dead ? dead[i] : 0) << 8);
     for (int k = 0; k < node->num_inputs; k++)

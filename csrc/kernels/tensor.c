@@ -5,24 +5,6 @@
 
 #include "hpu/status.h"
 
-int64_t hpu_tensor_numel(const hpu_tensor_t *t) {
-  int64_t n = 1;
-  for (int d = 0; d < t->ndim; d++) n *= t->sizes[d];
-  return n;
-}
-
-/* Row-major contiguous, ignoring the strides of size-1 dims (as PyTorch). */
-int hpu_tensor_is_contiguous(const hpu_tensor_t *t) {
-  int64_t expected = 1;
-  if (hpu_tensor_numel(t) == 0) return 1;
-  for (int d = t->ndim - 1; d >= 0; d--) {
-    if (t->sizes[d] == 1) continue;
-    if (t->strides[d] != expected) return 0;
-    expected *= t->sizes[d];
-  }
-  return 1;
-}
-
 int hpu_tensor_init_contiguous(hpu_tensor_t *t, void *storage, hpu_dtype_t dtype, int ndim,
                                const int64_t *sizes) {
   if (ndim < 0 || ndim > HPU_MAX_DIMS)
