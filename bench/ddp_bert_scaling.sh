@@ -16,16 +16,19 @@
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 steps=${1:-200}; batch=${2:-16}; reps=${3:-2}
+# A run that hangs (a dead peer under gloo waits out its 30-minute default)
+# is cut off and shows as an empty figure instead of stopping the benchmark.
+limit=${DDP_BENCH_TIMEOUT:-600}
 export OMP_NUM_THREADS=1 PYTHONWARNINGS=ignore
 port=$((30000 + RANDOM % 20000))
 mpirun_=(mpirun --bind-to core --map-by core -x PYTHONPATH -x OMP_NUM_THREADS -x PYTHONWARNINGS)
 [ "$(id -u)" = 0 ] && mpirun_+=(--allow-run-as-root)
 pick() { sed -n 's/.*samples_per_s=\([0-9.]*\).*/\1/p'; }
 sps() { port=$((port + 3))
-        python -m torch.distributed.run --nproc_per_node="$1" --master_port=$port \
+        timeout "$limit" python -m torch.distributed.run --nproc_per_node="$1" --master_port=$port \
           "$root/examples/ddp_bert.py" --steps "$steps" --batch "$batch" "${@:2}" 2>/dev/null | pick; }
 sps_bound() { port=$((port + 3))
-              "${mpirun_[@]}" -x MASTER_PORT=$port -np "$1" python "$root/examples/ddp_bert.py" \
+              timeout "$limit" "${mpirun_[@]}" -x MASTER_PORT=$port -np "$1" python "$root/examples/ddp_bert.py" \
                 --steps "$steps" --batch "$batch" "${@:2}" 2>/dev/null | pick; }
 ratio() { python -c "print(round(${2:-0}/${1:-1}, 2))"; }
 for r in $(seq "$reps"); do
