@@ -27,10 +27,7 @@ static int reserve_node(hpu_signature_t *s) {
 }
 
 /* Only after reserve_node for the node being added. */
-static inline int push(hpu_signature_t *s, int64_t w) {
-  s->words[s->len++] = w;
-  return 1;
-}
+static inline void push(hpu_signature_t *s, int64_t w) { s->words[s->len++] = w; }
 
 static int same_view(const hpu_tensor_t *a, const hpu_tensor_t *b) {
   if (a->storage != b->storage || a->offset != b->offset || a->dtype != b->dtype ||
@@ -51,40 +48,52 @@ static int64_t producer_of(const hpu_node_t *nodes, const hpu_ptrmap_t *outs,
   return 0;
 }
 
-static int push_tensor(hpu_signature_t *s, const hpu_tensor_t *t) {
-  int ok = push(s, (int64_t)t->dtype << 8 | t->ndim);
-  for (int d = 0; d < t->ndim; d++) ok &= push(s, t->sizes[d]) & push(s, t->strides[d]);
-  return ok;
+static void push_tensor(hpu_signature_t *s, const hpu_tensor_t *t) {
+  push(s, (int64_t)t->dtype << 8 | t->ndim);
+  for (int d = 0; d < t->ndim; d++) {
+    push(s, t->sizes[d]);
+    push(s, t->strides[d]);
+  }
 }
 
-static int push_scalar_kind(hpu_signature_t *s, hpu_scalar_t v) { return push(s, v.kind); }
+static void push_scalar_kind(hpu_signature_t *s, hpu_scalar_t v) { push(s, v.kind); }
 
-static int push_params(hpu_signature_t *s, const hpu_node_t *n) {
+static void push_params(hpu_signature_t *s, const hpu_node_t *n) {
   const hpu_op_params_t *p = &n->params;
   if (hpu_op_is_pointwise(n->op)) {
     /* Scalar values vary per step (learning rates); which operands are
      * scalars, and their kinds, change the kernel. */
     const hpu_pointwise_params_t *pw = &p->pointwise;
-    int ok = push(s, pw->scalar_operands);
-    for (int i = 0; i < 6; i++) ok &= push_scalar_kind(s, pw->s[i]);
-    for (int i = 0; i < 4; i++) ok &= push(s, pw->i[i]);
-    for (int i = 0; i < 3; i++) ok &= push_scalar_kind(s, pw->operand[i]);
-    return ok;
+    push(s, pw->scalar_operands);
+    for (int i = 0; i < 6; i++) push_scalar_kind(s, pw->s[i]);
+    for (int i = 0; i < 4; i++) push(s, pw->i[i]);
+    for (int i = 0; i < 3; i++) push_scalar_kind(s, pw->operand[i]);
+    return;
   }
   if (hpu_op_is_nn(n->op)) {
     const hpu_nn_params_t *nn = &p->nn;
-    int ok = 1;
-    for (int i = 0; i < 4; i++) ok &= push_scalar_kind(s, nn->s[i]) & push(s, nn->i[i]);
-    for (int i = 0; i < HPU_NN_MAX_INDICES; i++) ok &= push(s, nn->sizes[i]) & push(s, nn->strides[i]);
-    return ok;
+    for (int i = 0; i < 4; i++) {
+      push_scalar_kind(s, nn->s[i]);
+      push(s, nn->i[i]);
+    }
+    for (int i = 0; i < HPU_NN_MAX_INDICES; i++) {
+      push(s, nn->sizes[i]);
+      push(s, nn->strides[i]);
+    }
+    return;
   }
   switch (n->op) {
-    case HPU_OP_FILL: return push_scalar_kind(s, p->fill.value);
+    case HPU_OP_FILL: push_scalar_kind(s, p->fill.value); break;
     case HPU_OP_ADD: case HPU_OP_SUB: case HPU_OP_MUL: case HPU_OP_DIV:
-      return push_scalar_kind(s, p->binary.alpha) & push_scalar_kind(s, p->binary.other) &
-             push(s, p->binary.rounding);
-    case HPU_OP_MATMUL: return push_scalar_kind(s, p->matmul.alpha) & push_scalar_kind(s, p->matmul.beta);
-    default: return 1; /* RNG seed/offset and bounds vary per step */
+      push_scalar_kind(s, p->binary.alpha);
+      push_scalar_kind(s, p->binary.other);
+      push(s, p->binary.rounding);
+      break;
+    case HPU_OP_MATMUL:
+      push_scalar_kind(s, p->matmul.alpha);
+      push_scalar_kind(s, p->matmul.beta);
+      break;
+    default: break; /* RNG seed/offset and bounds vary per step */
   }
 }
 
@@ -106,19 +115,22 @@ int hpu_signature_build(hpu_signature_t *s, const hpu_node_t *nodes, int n,
   if (!hpu_ptrmap_init_outputs(&outs, nodes, n)) return 0;
   s->cap = (size_t)n * 48 + 16; /* a typical node takes 30-60 words */
   s->words = malloc(s->cap * sizeof *s->words);
-  int ok = s->words != NULL && push(s, n);
+  int ok = s->words != NULL;
+  if (ok) push(s, n);
   for (int i = 0; i < n && ok; i++) {
     const hpu_node_t *node = &nodes[i];
     if (!(ok = reserve_node(s))) break;
-    ok &= push(s, (int64_t)node->op << 16 | node->num_inputs << 8 | node->num_outputs);
-    ok &= push(s, (int64_t)node->compute_dtype | (int64_t)(dead ? dead[i] : 0) << 8);
-    for (int k = 0; k < node->num_inputs; k++)
-      ok &= push(s, producer_of(nodes, &outs, &node->inputs[k])) & push_tensor(s, &node->inputs[k]);
+    push(s, (int64_t)node->op << 16 | node->num_inputs << 8 | node->num_outputs);
+    push(s, (int64_t)node->compute_dtype | (int64_t)(dead ? dead[i] : 0) << 8);
+    for (int k = 0; k < node->num_inputs; k++) {
+      push(s, producer_of(nodes, &outs, &node->inputs[k]));
+      push_tensor(s, &node->inputs[k]);
+    }
     for (int k = 0; k < node->num_outputs; k++) {
-      ok &= push_tensor(s, &node->outputs[k]);
+      push_tensor(s, &node->outputs[k]);
       hpu_ptrmap_push(&outs, hpu_tensor_data(&node->outputs[k]), i << 3 | k);
     }
-    ok &= push_params(s, node);
+    push_params(s, node);
   }
   hpu_ptrmap_free(&outs);
   if (!ok) {
