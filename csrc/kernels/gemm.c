@@ -51,6 +51,7 @@
 #include "kernels/cvt.h"
 #include "kernels/isa.h"
 #include "kernels/kernels.h"
+#include "kernels/load16.h"
 
 #define MR 12
 #define NR 32
@@ -126,12 +127,6 @@ typedef struct {
 } fin_t;
 
 /* Epilogue: C[0..mr, 0..nr) = alpha * tile + beta * C, rounded once. */
-ATTR_512 static __m512 load16(const char *p, hpu_dtype_t dt, __mmask16 mk) {
-  if (dt == HPU_FLOAT32) return _mm512_maskz_loadu_ps(mk, p);
-  __m256i h = _mm256_maskz_loadu_epi16(mk, p);
-  if (dt == HPU_FLOAT16) return _mm512_cvtph_ps(h);
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
 
 ATTR_512 static inline void store16(char *p, hpu_dtype_t dt, __mmask16 mk, __m512 v) {
   if (dt == HPU_FLOAT32) {
@@ -167,8 +162,8 @@ ATTR_512 static void epilogue(const hpu_gemm_t *g, const float *tile, int64_t i0
       __m512 v0 = _mm512_mul_ps(va, _mm512_loadu_ps(tile + i * NR));
       __m512 v1 = _mm512_mul_ps(va, _mm512_loadu_ps(tile + i * NR + 16));
       if (g->beta != 0) {
-        v0 = _mm512_fmadd_ps(vb, load16(row, dt, m0), v0);
-        if (m1) v1 = _mm512_fmadd_ps(vb, load16(row + 16 * es, dt, m1), v1);
+        v0 = _mm512_fmadd_ps(vb, hpu_load16_f32(row, dt, m0), v0);
+        if (m1) v1 = _mm512_fmadd_ps(vb, hpu_load16_f32(row + 16 * es, dt, m1), v1);
       }
       store16(row, dt, m0, v0);
       if (m1) store16(row + 16 * es, dt, m1, v1);
@@ -220,8 +215,8 @@ ATTR_BF16 static inline void store_row_bf16(char *p, hpu_dtype_t dt, int64_t es,
         char *row_ = cb_ + i_ * g_->crs * es_;                                               \
         __m512 v0_ = _mm512_mul_ps(va_, c0[i_]), v1_ = _mm512_mul_ps(va_, c1[i_]);           \
         if (beta_) {                                                                         \
-          v0_ = _mm512_fmadd_ps(vb_, load16(row_, g_->dt, 0xffff), v0_);                     \
-          v1_ = _mm512_fmadd_ps(vb_, load16(row_ + 16 * es_, g_->dt, 0xffff), v1_);          \
+          v0_ = _mm512_fmadd_ps(vb_, hpu_load16_f32(row_, g_->dt, 0xffff), v0_);             \
+          v1_ = _mm512_fmadd_ps(vb_, hpu_load16_f32(row_ + 16 * es_, g_->dt, 0xffff), v1_);  \
         }                                                                                    \
         STORE_ROW(row_, g_->dt, es_, v0_, v1_);                                              \
       }                                                                                      \

@@ -20,6 +20,7 @@
 #include "kernels/cvt.h"
 #include "kernels/isa.h"
 #include "kernels/kernels.h"
+#include "kernels/load16.h"
 
 #if HPU_HAVE_ISA_CLONES
 #include <immintrin.h>
@@ -37,13 +38,6 @@ typedef struct {
   int64_t blocks;       /* column blocks per batch */
   int cols_layout;
 } gemv_job_t;
-
-HPU_ATTR_avx512 static inline __m512 load16(const char *p, hpu_dtype_t dt, __mmask16 mk) {
-  if (dt == HPU_FLOAT32) return _mm512_maskz_loadu_ps(mk, p);
-  __m256i h = _mm256_maskz_loadu_epi16(mk, p);
-  if (dt == HPU_FLOAT16) return _mm512_cvtph_ps(h);
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
 
 static void store_result(const hpu_gemm_t *g, char *c, int64_t j, float acc) {
   int64_t es = (int64_t)hpu_dtype_size(g->dt);
@@ -70,13 +64,13 @@ HPU_ATTR_avx512 static void rows_block(const hpu_gemm_t *g, const float *a, cons
     for (int64_t kk = 0; kk < g->k; kk++, row += g->brs * es) {
       __m512 x = _mm512_set1_ps(a[kk]);
       for (int v = 0; v < ROW_BLOCK / 16; v++)
-        acc[v] = _mm512_fmadd_ps(x, load16(row + 16 * v * es, g->dt, 0xffff), acc[v]);
+        acc[v] = _mm512_fmadd_ps(x, hpu_load16_f32(row + 16 * v * es, g->dt, 0xffff), acc[v]);
     }
   } else {
     for (int64_t kk = 0; kk < g->k; kk++, row += g->brs * es) {
       __m512 x = _mm512_set1_ps(a[kk]);
       for (int v = 0; v < nv; v++)
-        acc[v] = _mm512_fmadd_ps(x, load16(row + 16 * v * es, g->dt, mk[v]), acc[v]);
+        acc[v] = _mm512_fmadd_ps(x, hpu_load16_f32(row + 16 * v * es, g->dt, mk[v]), acc[v]);
     }
   }
   float out[ROW_BLOCK];
@@ -90,13 +84,13 @@ HPU_ATTR_avx512 static __m512 dot_acc(const float *a, const char *col, hpu_dtype
   __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
   int64_t kk = 0;
   for (; kk + 32 <= k; kk += 32) {
-    s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + kk), load16(col + kk * es, dt, 0xffff), s0);
-    s1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + kk + 16), load16(col + (kk + 16) * es, dt, 0xffff), s1);
+    s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + kk), hpu_load16_f32(col + kk * es, dt, 0xffff), s0);
+    s1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + kk + 16), hpu_load16_f32(col + (kk + 16) * es, dt, 0xffff), s1);
   }
   for (; kk < k; kk += 16) {
     int64_t left = k - kk;
     __mmask16 m = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
-    s0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + kk), load16(col + kk * es, dt, m), s0);
+    s0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + kk), hpu_load16_f32(col + kk * es, dt, m), s0);
   }
   return _mm512_add_ps(s0, s1);
 }
