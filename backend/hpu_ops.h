@@ -26,9 +26,22 @@ void check_same_device(const char* op, c10::ArrayRef<const at::Tensor*> tensors)
 // tensor Python owns takes the GIL (torch >= 2.13 ties the PyObject's life to
 // the C++ refcount), which would cost every op a GIL round trip.
 c10::MaybeOwned<at::Tensor> on_device(const at::Tensor& t, const at::Tensor& like);
-// A new contiguous hpu tensor on card `device`, allocated without a trip
-// through the dispatcher (the output of nearly every functional op).
-at::Tensor new_hpu_tensor(at::IntArrayRef shape, at::ScalarType dtype, c10::DeviceIndex device);
 at::ScalarType default_float();
+
+// A math operand: a tensor or a scalar.
+struct Arg {
+  const at::Tensor* t = nullptr;
+  c10::Scalar s;
+  Arg(const at::Tensor& x) : t(&x) {}  // NOLINT: implicit on purpose
+  Arg(const c10::Scalar& x) : s(x) {}  // NOLINT
+};
+// at::result_type over tensors and Scalars, in PyTorch's categories, without
+// at::result_type's trip through the dispatcher.
+at::ScalarType result_of(std::initializer_list<Arg> args);
+// A new hpu tensor on card `device` (contiguous unless `memory_format` says
+// otherwise), allocated without a trip through the dispatcher: the output
+// of nearly every functional op, and the empty op itself.
+at::Tensor new_hpu_tensor(at::IntArrayRef shape, at::ScalarType dtype, c10::DeviceIndex device,
+                          std::optional<at::MemoryFormat> memory_format = std::nullopt);
 
 }  // namespace habana_torch

@@ -4,7 +4,6 @@
 // the core; the kernels do the rest.
 #include <ATen/ExpandUtils.h>
 #include <ATen/native/Resize.h>
-#include <ATen/native/TypeProperties.h>
 #include <torch/library.h>
 
 #include "hpu_common.h"
@@ -30,11 +29,7 @@ hpu_rounding_t parse_rounding(std::optional<std::string_view> mode) {
 }
 
 at::ScalarType binary_result_type(const BinarySpec& spec, const at::Tensor& a, const at::Tensor& b) {
-  // at::result_type's own rules, without its trip through the dispatcher.
-  at::native::ResultTypeState state{};
-  state = at::native::update_result_type_state(a, state);
-  state = at::native::update_result_type_state(b, state);
-  at::ScalarType type = at::native::result_type(state);
+  at::ScalarType type = result_of({a, b});
   if (spec.op == HPU_OP_DIV && spec.rounding == HPU_ROUND_NONE && !at::isFloatingType(type))
     type = default_float();
   if (spec.op == HPU_OP_SUB)

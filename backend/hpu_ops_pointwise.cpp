@@ -6,7 +6,6 @@
 // Scalars become scalar operands of the node.
 #include <ATen/ExpandUtils.h>
 #include <ATen/native/Resize.h>
-#include <ATen/native/TypeProperties.h>
 #include <c10/util/irange.h>
 #include <torch/library.h>
 
@@ -18,14 +17,6 @@
 namespace habana_torch {
 namespace {
 
-// A math operand: a tensor or a scalar.
-struct Arg {
-  const at::Tensor* t = nullptr;
-  c10::Scalar s;
-  Arg(const at::Tensor& x) : t(&x) {}  // NOLINT: implicit on purpose
-  Arg(const c10::Scalar& x) : s(x) {}  // NOLINT
-};
-
 struct Params {
   hpu_scalar_t s[6] = {};
   int64_t i[4] = {};
@@ -36,18 +27,6 @@ struct Params {
 // Integer inputs of float ops compute in the default float type.
 at::ScalarType float_type(at::ScalarType t) {
   return at::isIntegralType(t, /*includeBool=*/true) ? default_float() : t;
-}
-
-at::ScalarType result_of(std::initializer_list<Arg> args) {
-  // at::result_type over tensors and Scalars, in PyTorch's categories.
-  at::native::ResultTypeState state{};
-  for (const Arg& a : args) {
-    if (a.t)
-      state = at::native::update_result_type_state(*a.t, state);
-    else
-      state = at::native::update_result_type_state(a.s, state);
-  }
-  return at::native::result_type(state);
 }
 
 std::vector<int64_t> shape_of(std::initializer_list<Arg> args) {

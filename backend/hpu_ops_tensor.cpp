@@ -3,6 +3,7 @@
 // device-independent metadata code; data movement is one C COPY node.
 #include <ATen/EmptyTensor.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/TypeProperties.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/unfold_native.h>
@@ -56,9 +57,7 @@ at::Tensor hpu_empty(at::IntArrayRef size, std::optional<at::ScalarType> dtype,
   check_hpu_dtype(type, "empty");
   TORCH_CHECK(!layout.has_value() || *layout == at::kStrided,
               "hpu supports only strided tensors, got layout ", *layout);
-  c10::DeviceGuard guard(c10::Device(c10::DeviceType::HPU, device_index_of(device)));
-  return at::detail::empty_generic(size, allocator(), c10::DispatchKeySet(c10::DispatchKey::HPU),
-                                   type, memory_format);
+  return new_hpu_tensor(size, type, device_index_of(device), memory_format);
 }
 
 at::Tensor hpu_empty_strided(at::IntArrayRef size, at::IntArrayRef stride,
@@ -215,10 +214,11 @@ void check_same_device(const char* op, c10::ArrayRef<const at::Tensor*> tensors)
   }
 }
 
-at::Tensor new_hpu_tensor(at::IntArrayRef size, at::ScalarType type, c10::DeviceIndex device) {
+at::Tensor new_hpu_tensor(at::IntArrayRef size, at::ScalarType type, c10::DeviceIndex device,
+                          std::optional<at::MemoryFormat> memory_format) {
   auto make = [&] {
     return at::detail::empty_generic(size, allocator(), c10::DispatchKeySet(c10::DispatchKey::HPU),
-                                     type, std::nullopt);
+                                     type, memory_format);
   };
   if (device == current_device()) return make();
   c10::DeviceGuard guard(c10::Device(c10::DeviceType::HPU, device));
@@ -233,6 +233,17 @@ c10::MaybeOwned<at::Tensor> on_device(const at::Tensor& t, const at::Tensor& lik
   at::Tensor out = at::empty({}, like.options().dtype(t.scalar_type()));
   fill_tensor(out, to_hpu_scalar(t.item()));
   return c10::MaybeOwned<at::Tensor>::owned(std::move(out));
+}
+
+at::ScalarType result_of(std::initializer_list<Arg> args) {
+  at::native::ResultTypeState state{};
+  for (const Arg& a : args) {
+    if (a.t)
+      state = at::native::update_result_type_state(*a.t, state);
+    else
+      state = at::native::update_result_type_state(a.s, state);
+  }
+  return at::native::result_type(state);
 }
 
 at::ScalarType default_float() { return c10::typeMetaToScalarType(at::get_default_dtype()); }
