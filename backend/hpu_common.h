@@ -47,6 +47,19 @@ bool is_supported_dtype(at::ScalarType type);
 // Descriptor of a tensor (hpu or cpu) for an op node. Raises for too many
 // dims or an unsupported dtype.
 hpu_tensor_t to_desc(const at::Tensor& t);
+void fill_desc(hpu_tensor_t* d, const at::Tensor& t);
+
+// Starts a node with no operands and zeroed params. Operands are then
+// written with fill_desc as they are added: zeroing the whole 2 KB node
+// (most of it operand slots an op does not have) shows in the per-op host
+// cost, and the core never reads past num_inputs / num_outputs.
+inline void init_node(hpu_node_t* n, hpu_op_t op) {
+  n->op = op;
+  n->num_inputs = 0;
+  n->num_outputs = 0;
+  n->compute_dtype = HPU_FLOAT32;
+  n->params = hpu_op_params_t{};
+}
 
 // The default generator of a card and a new one (used by the hooks).
 const at::Generator& default_generator(c10::DeviceIndex index);

@@ -46,17 +46,17 @@ void run_binary(const BinarySpec& spec, const at::Tensor& out, const at::Tensor&
   if (out.numel() == 0) return;
   auto a_ = on_device(a_in, out);
   const at::Tensor& a = *a_;
-  hpu_node_t node{};
-  node.op = spec.op;
+  hpu_node_t node;
+  init_node(&node, spec.op);
   node.num_outputs = 1;
-  node.outputs[0] = to_desc(out);
-  node.inputs[0] = to_desc(a);
+  fill_desc(&node.outputs[0], out);
+  fill_desc(&node.inputs[0], a);
   if (is_cpu_scalar(b) && is_hpu(out)) {
     node.num_inputs = 1;
     node.params.binary.other = to_hpu_scalar(b.item());
   } else {
     node.num_inputs = 2;
-    node.inputs[1] = to_desc(b);
+    fill_desc(&node.inputs[1], b);
   }
   node.compute_dtype = to_hpu_dtype(compute);
   node.params.binary.alpha = to_hpu_scalar(spec.alpha);
@@ -138,12 +138,12 @@ at::Tensor& div_mode_out(const at::Tensor& a, const at::Tensor& b, std::optional
 void run_relu(const at::Tensor& out, const at::Tensor& self) {
   TORCH_CHECK(self.scalar_type() != at::kBool, "relu: boolean tensors are not supported");
   if (out.numel() == 0) return;
-  hpu_node_t node{};
-  node.op = HPU_OP_RELU;
+  hpu_node_t node;
+  init_node(&node, HPU_OP_RELU);
   node.num_inputs = 1;
   node.num_outputs = 1;
-  node.inputs[0] = to_desc(self);
-  node.outputs[0] = to_desc(out);
+  fill_desc(&node.inputs[0], self);
+  fill_desc(&node.outputs[0], out);
   node.compute_dtype = node.outputs[0].dtype;
   launch(out.device().index(), node);
 }
@@ -176,16 +176,16 @@ void check_matmul(const char* op, const at::Tensor& a, const at::Tensor& b, int6
 void run_matmul(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
                 const at::Tensor* bias, const c10::Scalar& beta, const c10::Scalar& alpha) {
   if (out.numel() == 0) return;
-  hpu_node_t node{};
-  node.op = HPU_OP_MATMUL;
+  hpu_node_t node;
+  init_node(&node, HPU_OP_MATMUL);
   node.num_outputs = 1;
-  node.outputs[0] = to_desc(out);
-  node.inputs[0] = to_desc(a);
-  node.inputs[1] = to_desc(b);
+  fill_desc(&node.outputs[0], out);
+  fill_desc(&node.inputs[0], a);
+  fill_desc(&node.inputs[1], b);
   node.num_inputs = 2;
   // beta == 0 means the bias is ignored, NaNs included (PyTorch's rule).
   if (bias && bias->defined() && !(beta.isIntegral(true) ? beta.toLong() == 0 : beta.toDouble() == 0.0)) {
-    node.inputs[2] = to_desc(*on_device(*bias, out));
+    fill_desc(&node.inputs[2], *on_device(*bias, out));
     node.num_inputs = 3;
   }
   node.compute_dtype = node.outputs[0].dtype;

@@ -67,10 +67,10 @@ void check_devices(const char* name, std::initializer_list<Arg> args, const at::
 void run(hpu_op_t op, const at::Tensor& out, std::initializer_list<Arg> args,
          at::ScalarType compute, const Params& prm = Params()) {
   if (out.numel() == 0) return;
-  hpu_node_t node{};
-  node.op = op;
+  hpu_node_t node;
+  init_node(&node, op);
   node.num_outputs = 1;
-  node.outputs[0] = to_desc(out);
+  fill_desc(&node.outputs[0], out);
   node.compute_dtype = to_hpu_dtype(compute);
   auto& p = node.params.pointwise;
   for (int k = 0; k < 6; k++) p.s[k] = prm.s[k];
@@ -78,7 +78,7 @@ void run(hpu_op_t op, const at::Tensor& out, std::initializer_list<Arg> args,
   int k = 0;
   for (const Arg& a : args) {
     if (a.t && !is_cpu_scalar(*a.t)) {
-      node.inputs[node.num_inputs++] = to_desc(*a.t);
+      fill_desc(&node.inputs[node.num_inputs++], *a.t);
     } else {
       p.scalar_operands |= 1u << k;
       p.operand[k] = to_hpu_scalar(a.t ? a.t->item() : a.s);

@@ -114,19 +114,28 @@ hpu_dtype_t to_hpu_dtype(at::ScalarType type) {
   }
 }
 
-hpu_tensor_t to_desc(const at::Tensor& t) {
-  hpu_tensor_t d{};
-  TORCH_CHECK(t.dim() <= HPU_MAX_DIMS, "hpu kernels take at most ", HPU_MAX_DIMS,
-              " dims, got a tensor with ", t.dim());
-  d.dtype = to_hpu_dtype(t.scalar_type());
-  d.ndim = static_cast<int>(t.dim());
-  for (int i = 0; i < d.ndim; i++) {
-    d.sizes[i] = t.size(i);
-    d.strides[i] = t.stride(i);
+// Writes only what a kernel reads (dims past ndim stay unset): the hot path
+// fills operands of a node in place instead of zeroing and copying 200 bytes.
+void fill_desc(hpu_tensor_t* d, const at::Tensor& t) {
+  const int64_t nd = t.dim();
+  TORCH_CHECK(nd <= HPU_MAX_DIMS, "hpu kernels take at most ", HPU_MAX_DIMS,
+              " dims, got a tensor with ", nd);
+  d->dtype = to_hpu_dtype(t.scalar_type());
+  d->ndim = static_cast<int>(nd);
+  const int64_t* sizes = t.sizes().data();
+  const int64_t* strides = t.strides().data();
+  for (int64_t i = 0; i < nd; i++) {
+    d->sizes[i] = sizes[i];
+    d->strides[i] = strides[i];
   }
   const auto& storage = t.storage();
-  d.storage = storage.mutable_data();
-  d.offset = t.storage_offset() * static_cast<int64_t>(t.element_size());
+  d->storage = storage.mutable_data();
+  d->offset = t.storage_offset() * static_cast<int64_t>(t.element_size());
+}
+
+hpu_tensor_t to_desc(const at::Tensor& t) {
+  hpu_tensor_t d{};
+  fill_desc(&d, t);
   return d;
 }
 

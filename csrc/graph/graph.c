@@ -4,6 +4,7 @@
 #include "hpu/graph.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,11 +26,15 @@ struct hpu_graph {
 /* Lazy graphs grow to thousands of nodes (2 KB each) every step; fresh
  * arrays that size come from the kernel zeroed, and the page faults cost
  * more than recording the nodes. Arrays of finished graphs are kept here
- * (a graph is built on the host thread and freed on the queue thread, so
- * two are enough for one in flight while the next is recorded). */
-#define SPARE_ARRAYS 2
+ * (a graph is built on the host thread and freed on the queue thread; a
+ * few are kept because the host may run several graphs ahead). */
+#define SPARE_ARRAYS 4
 static pthread_mutex_t spare_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct { hpu_node_t *nodes; int capacity; } spare[SPARE_ARRAYS];
+/* When the host records faster than the queue runs (a busy machine), every
+ * spare can be in flight: a new graph then starts at the size the last one
+ * reached instead of doubling up from one node, copying as it goes. */
+static _Atomic int last_capacity = 2;
 
 static hpu_node_t *take_spare(int need, int *capacity) {
   hpu_node_t *got = NULL;
@@ -45,6 +50,7 @@ static hpu_node_t *take_spare(int need, int *capacity) {
 }
 
 static void give_spare(hpu_node_t *nodes, int capacity) {
+  atomic_store_explicit(&last_capacity, capacity, memory_order_relaxed);
   pthread_mutex_lock(&spare_mu);
   int slot = -1; /* an empty slot, else the one with the smallest array */
   for (int i = 0; i < SPARE_ARRAYS && slot < 0; i++)
@@ -84,10 +90,10 @@ void hpu_graph_destroy(hpu_graph_t *graph) {
 }
 
 static void copy_operand(hpu_tensor_t *dst, const hpu_tensor_t *src, int used) {
-  if (!used) {
+  if (!used) { /* src may be unset here: read nothing from it */
     dst->storage = NULL;
     dst->offset = 0;
-    dst->dtype = src->dtype;
+    dst->dtype = HPU_FLOAT32;
     dst->ndim = 0;
     return;
   }
@@ -117,6 +123,10 @@ static void copy_node(hpu_node_t *dst, const hpu_node_t *src) {
 static hpu_status_t append_unchecked(hpu_graph_t *g, const hpu_node_t *node) {
   if (g->num_nodes == g->capacity) {
     int cap = g->capacity * 2;
+    if (g->nodes == g->inline_nodes) {
+      int typical = atomic_load_explicit(&last_capacity, memory_order_relaxed);
+      if (cap < typical) cap = typical;
+    }
     hpu_node_t *nodes = take_spare(cap, &cap);
     if (!nodes) nodes = malloc((size_t)cap * sizeof *nodes);
     if (!nodes) return hpu_error(HPU_ERROR_SYSTEM, "graph_append: out of host memory");
