@@ -80,10 +80,25 @@ static int write_text(const char *path, int device, const hpu_node_t *nodes, int
       for (int m = 0; m < g->count; m++)
         if (!g->store[m]) fprintf(f, " n%d", g->first + m), any = 1;
       fprintf(f, "%s", any ? "" : " none");
-      if (g->rows_node >= 0)
+      if (g->rows_node >= 0) {
+        const hpu_node_t *rn = &nodes[g->rows_node];
+        static const char *const kinds[] = {[HPU_REDUCE_SUM] = "sum", [HPU_REDUCE_MEAN] = "mean",
+                                            [HPU_REDUCE_VAR] = "var", [HPU_REDUCE_STD] = "std"};
+        int64_t kind = rn->params.nn.i[0];
+        const char *what = hpu_op_name(rn->op);
+        if (rn->op == HPU_OP_REDUCE && kind >= 0 && kind <= HPU_REDUCE_STD && kinds[kind])
+          what = kinds[kind];
         fprintf(f, "; then n%d (%s) on each block of rows of %lld as n%d produces it",
-                g->rows_node, hpu_op_name(nodes[g->rows_node].op), (long long)g->row_len,
-                g->first + g->feeder);
+                g->rows_node, what, (long long)g->row_len, g->first + g->feeder);
+      }
+      int bc = 0;
+      for (int m = 0; m < g->count; m++) {
+        const hpu_node_t *nd = &nodes[g->first + m];
+        for (int k = 0; k < nd->num_inputs; k++) {
+          int64_t in = hpu_tensor_numel(&nd->inputs[k]);
+          if (in != 1 && in != g->numel) fprintf(f, "%s n%d.in%d", bc++ ? "," : "; broadcast:", g->first + m, k);
+        }
+      }
       fprintf(f, "\n");
     }
   }

@@ -45,6 +45,21 @@ static int binary_fusible(const hpu_node_t *nd) {
   return 1;
 }
 
+/* An operand that broadcasts into out under PyTorch's rules (dims aligned
+ * on the right, each of out's size or 1), such as an attention mask
+ * [B,1,1,S] added to scores [B,H,S,S]. It must be contiguous in its own
+ * shape, so that its bytes are [data, data + numel) for the overlap checks;
+ * the executor reads it with stride 0 in the broadcast dims. The math per
+ * element is that of the eager kernel, which broadcasts the same way. */
+static int broadcasts_into(const hpu_tensor_t *in, const hpu_tensor_t *out) {
+  if (in->ndim > out->ndim || !hpu_tensor_is_contiguous(in)) return 0;
+  for (int d = 1; d <= in->ndim; d++) {
+    int64_t s = in->sizes[in->ndim - d];
+    if (s != 1 && s != out->sizes[out->ndim - d]) return 0;
+  }
+  return 1;
+}
+
 int hpu_plan_node_fusible(const hpu_node_t *nd) {
   if (!binary_fusible(nd) && !(hpu_op_is_pointwise(nd->op) && hpu_pw_tile_supported(nd)))
     return 0;
@@ -54,15 +69,23 @@ int hpu_plan_node_fusible(const hpu_node_t *nd) {
     int64_t m;
     const hpu_tensor_t *in = &nd->inputs[k];
     if (hpu_tensor_numel(in) == 1) continue; /* a scalar, broadcast */
-    if (!contiguous_numel(in, &m) || m != n) return 0;
+    if (!contiguous_numel(in, &m) || m != n)
+      if (!broadcasts_into(in, &nd->outputs[0])) return 0;
   }
   return 1;
 }
 
+/* The bytes a view spans (strides are >= 0): a strided view, such as a
+ * slice read by a node after the group, spans more than numel elements. */
 static void byte_range(const hpu_tensor_t *t, uintptr_t *lo, uintptr_t *hi) {
-  int64_t n = hpu_tensor_numel(t);
   *lo = (uintptr_t)hpu_tensor_data(t);
-  *hi = *lo + (uintptr_t)n * hpu_dtype_size(t->dtype);
+  if (hpu_tensor_numel(t) == 0) {
+    *hi = *lo;
+    return;
+  }
+  int64_t last = 0;
+  for (int d = 0; d < t->ndim; d++) last += (t->sizes[d] - 1) * t->strides[d];
+  *hi = *lo + (uintptr_t)(last + 1) * hpu_dtype_size(t->dtype);
 }
 
 static int overlaps(const hpu_tensor_t *a, const hpu_tensor_t *b) {
@@ -134,8 +157,9 @@ static int admit(const hpu_node_t *nodes, hpu_fused_group_t *g, int j) {
   for (int k = 0; k < nd->num_inputs; k++) {
     const hpu_tensor_t *in = &nd->inputs[k];
     g->src[m][k] = -1;
-    if (hpu_tensor_numel(in) == 1 && g->numel != 1) {
-      /* a broadcast scalar read at run time: must not be written in the group */
+    if (hpu_tensor_numel(in) != g->numel) {
+      /* a broadcast scalar or operand read at run time, each element for
+       * many output elements: must not be written in the group */
       for (int p = 0; p <= m; p++)
         if (overlaps(in, &nodes[g->first + p].outputs[0])) return 0;
       continue;
@@ -155,7 +179,7 @@ static int admit(const hpu_node_t *nodes, hpu_fused_group_t *g, int j) {
     if (overlaps(out, &q->outputs[0]) && !same_view(out, &q->outputs[0])) return 0;
     for (int k = 0; k < q->num_inputs; k++) {
       const hpu_tensor_t *in = &q->inputs[k];
-      if (overlaps(out, in) && (hpu_tensor_numel(in) == 1 || !same_view(out, in))) return 0;
+      if (overlaps(out, in) && (hpu_tensor_numel(in) != g->numel || !same_view(out, in))) return 0;
     }
   }
   for (int k = 0; k < nd->num_inputs; k++)
@@ -164,14 +188,50 @@ static int admit(const hpu_node_t *nodes, hpu_fused_group_t *g, int j) {
   return 1;
 }
 
+/* The reduce kernel (kernels/nn_reduce.c) splits one output's reduction
+ * over threads, in a different summation order, when there are fewer
+ * outputs than threads and at least this many elements per output; a block
+ * of rows must take the same path as the whole tensor, so longer rows do
+ * not fuse. */
+#define REDUCE_SPLIT_ELEMS 131072
+
+/* sum / mean / var / std over the innermost non-trivial dim: the row
+ * length, or 0. Outputs (the reduction, var_mean's mean) are float, one
+ * element per row, contiguous. */
+static int64_t reduce_row_len(const hpu_node_t *nd) {
+  const hpu_tensor_t *in = &nd->inputs[0];
+  int64_t kind = nd->params.nn.i[0];
+  uint64_t mask = (uint64_t)nd->params.nn.i[1];
+  if (kind != HPU_REDUCE_SUM && kind != HPU_REDUCE_MEAN && kind != HPU_REDUCE_VAR &&
+      kind != HPU_REDUCE_STD)
+    return 0;
+  if (nd->num_outputs != 1 && !(nd->num_outputs == 2 && kind >= HPU_REDUCE_VAR)) return 0;
+  int last = in->ndim - 1;
+  while (last >= 0 && in->sizes[last] == 1) last--;
+  if (last < 0) return 0;
+  for (int d = 0; d < in->ndim; d++)
+    if (in->sizes[d] != 1 && (int)((mask >> d) & 1) != (d == last)) return 0;
+  int64_t len = in->sizes[last];
+  if (len >= REDUCE_SPLIT_ELEMS) return 0;
+  for (int o = 0; o < nd->num_outputs; o++) {
+    const hpu_tensor_t *out = &nd->outputs[o];
+    if (!is_float_dtype(out->dtype) || !hpu_tensor_is_contiguous(out) ||
+        hpu_tensor_numel(out) * len != hpu_tensor_numel(in))
+      return 0;
+  }
+  return len;
+}
+
 /* The row length of a row op that may end a group, or 0: softmax /
- * log_softmax over the innermost non-trivial dim, or layer_norm, on
- * contiguous float operands (their eager kernels treat rows independently,
- * so running them a block of rows at a time gives the same bits). */
+ * log_softmax over the innermost non-trivial dim, layer_norm, or sum / mean
+ * / var / std over the last dim, on contiguous float operands (their eager
+ * kernels treat rows independently, so running them a block of rows at a
+ * time gives the same bits). */
 static int64_t row_op_len(const hpu_node_t *nd) {
   const hpu_tensor_t *in = &nd->inputs[0], *out = &nd->outputs[0];
   if (!is_float_dtype(in->dtype) || !is_float_dtype(out->dtype) || in->ndim == 0) return 0;
   if (!hpu_tensor_is_contiguous(in) || !hpu_tensor_is_contiguous(out)) return 0;
+  if (nd->op == HPU_OP_REDUCE) return reduce_row_len(nd);
   if (nd->op == HPU_OP_SOFTMAX) {
     int64_t dim = nd->params.nn.i[0];
     if (dim < 0 || dim >= in->ndim) return 0;
@@ -206,7 +266,12 @@ static int admit_rows(const hpu_node_t *nodes, hpu_fused_group_t *g, int j) {
       feeder = p;
     }
   if (feeder < 0) return 0;
-  for (int p = 0; p < g->count; p++) {
+  /* A reduction's outputs (one element per row) are staged and written
+   * after the whole group (run_group), as eager mode writes them after its
+   * producers: they may then reuse any of the members' memory, as they often
+   * do (the allocator hands a freed temporary's block to the sum). */
+  int staged = nd->op == HPU_OP_REDUCE;
+  for (int p = 0; p < g->count && !staged; p++) {
     const hpu_node_t *q = &nodes[g->first + p];
     for (int k = 1; k < nd->num_inputs; k++)
       if (overlaps(&nd->inputs[k], &q->outputs[0])) return 0;
@@ -220,7 +285,7 @@ static int admit_rows(const hpu_node_t *nodes, hpu_fused_group_t *g, int j) {
     }
   }
   /* The row op reads a copy of input 0, its other inputs from memory. */
-  for (int o = 0; o < nd->num_outputs; o++)
+  for (int o = 0; o < nd->num_outputs && !staged; o++)
     for (int k = 0; k < nd->num_inputs; k++)
       if (overlaps(&nd->outputs[o], &nd->inputs[k]) && (o > 0 || k > 0 || !same_view(&nd->outputs[o], &nd->inputs[k])))
         return 0;
@@ -307,6 +372,15 @@ void hpu_plan_free(hpu_plan_t *plan) {
 
 typedef enum { F_ADD, F_ADDA, F_MUL, F_DIV, F_RELU, F_PW } fop_t;
 
+/* A broadcast memory operand as seen from its member's output: the output's
+ * dims (innermost first, size-1 dims dropped, neighbours merged when the
+ * operand's strides allow) with the operand's element strides, 0 where it
+ * broadcasts. nd = 0: not broadcast. */
+typedef struct bcast {
+  int nd;
+  int64_t size[HPU_MAX_DIMS], stride[HPU_MAX_DIMS];
+} bcast_t;
+
 typedef struct member {
   fop_t op;
   hpu_dtype_t dt;        /* compute = input = output dtype */
@@ -318,6 +392,7 @@ typedef struct member {
   const char *in[HPU_MAX_INPUTS]; /* memory operands (element 0) */
   char *out;
   hpu_pw_tile_t pw;      /* F_PW: the pointwise kernel */
+  bcast_t bc[HPU_MAX_INPUTS];
 } member_t;
 
 typedef struct group_run {
@@ -335,10 +410,32 @@ static float scalar_operand(const hpu_node_t *nd, float v) {
   return opmath ? v : hpu_round_to(v, nd->compute_dtype);
 }
 
+static void prepare_bcast(bcast_t *bc, const hpu_tensor_t *in, const hpu_tensor_t *out) {
+  int lead = out->ndim - in->ndim;
+  bc->nd = 0;
+  for (int d = out->ndim - 1; d >= 0; d--) {
+    int64_t size = out->sizes[d];
+    if (size == 1) continue;
+    int64_t st = d >= lead && in->sizes[d - lead] != 1 ? in->strides[d - lead] : 0;
+    int n = bc->nd;
+    if (n > 0 && st == bc->stride[n - 1] * bc->size[n - 1]) {
+      bc->size[n - 1] *= size; /* continues the inner dim (or both broadcast) */
+    } else {
+      bc->size[n] = size;
+      bc->stride[n] = st;
+      bc->nd++;
+    }
+  }
+}
+
 static void prepare_member(member_t *mb, const hpu_node_t *nd, int64_t numel) {
   memset(mb, 0, sizeof *mb);
   mb->dt = nd->compute_dtype;
   mb->out = hpu_tensor_data(&nd->outputs[0]);
+  for (int k = 0; k < nd->num_inputs; k++) {
+    int64_t in_numel = hpu_tensor_numel(&nd->inputs[k]);
+    if (in_numel != 1 && in_numel != numel) prepare_bcast(&mb->bc[k], &nd->inputs[k], &nd->outputs[0]);
+  }
   if (hpu_op_is_pointwise(nd->op)) {
     mb->op = F_PW;
     hpu_pw_tile_prepare(nd, &mb->pw);
@@ -377,6 +474,41 @@ static void prepare_member(member_t *mb, const hpu_node_t *nd, int64_t numel) {
   }
 }
 
+/* Output elements [start, start + len) of a broadcast operand at p, as
+ * floats: runs along the innermost dim, then an odometer step. */
+static const float *gather(const bcast_t *bc, const char *p, hpu_dtype_t dt, int64_t start, int len,
+                           float *scratch) {
+  int64_t idx[HPU_MAX_DIMS], off = 0, q = start;
+  size_t es = hpu_dtype_size(dt);
+  for (int d = 0; d < bc->nd; d++) {
+    idx[d] = q % bc->size[d];
+    q /= bc->size[d];
+    off += idx[d] * bc->stride[d];
+  }
+  const int64_t n0 = bc->size[0], s0 = bc->stride[0];
+  for (int i = 0; i < len;) {
+    int run = (int)(n0 - idx[0] < len - i ? n0 - idx[0] : len - i);
+    float *o = scratch + i;
+    if (s0 == 0) {
+      float v = hpu_load_f32(p + (size_t)off * es, dt);
+      for (int t = 0; t < run; t++) o[t] = v;
+    } else if (s0 == 1 && dt == HPU_FLOAT32) {
+      memcpy(o, (const float *)p + off, (size_t)run * sizeof(float));
+    } else {
+      for (int t = 0; t < run; t++) o[t] = hpu_load_f32(p + (size_t)(off + t * s0) * es, dt);
+    }
+    i += run;
+    idx[0] += run;
+    off += run * s0;
+    for (int d = 0; d + 1 < bc->nd && idx[d] == bc->size[d]; d++) {
+      off += bc->stride[d + 1] - idx[d] * bc->stride[d];
+      idx[d] = 0;
+      idx[d + 1]++;
+    }
+  }
+  return scratch;
+}
+
 /* Operand k of member m for elements [start, start+len) as floats. */
 static const float *operand(const group_run_t *r, int m, int k, int64_t start, int len,
                             float tiles[][TILE], float *scratch) {
@@ -384,6 +516,7 @@ static const float *operand(const group_run_t *r, int m, int k, int64_t start, i
   int src = r->g->src[m][k];
   if (src >= 0) return tiles[src];
   const char *p = mb->in[k];
+  if (mb->bc[k].nd) return gather(&mb->bc[k], p, mb->dt, start, len, scratch);
   if (mb->dt == HPU_FLOAT32) return (const float *)p + start;
   size_t es = hpu_dtype_size(mb->dt);
   for (int i = 0; i < len; i++) scratch[i] = hpu_load_f32(p + (size_t)(start + i) * es, mb->dt);
@@ -507,6 +640,15 @@ static void row_subnode(const hpu_node_t *T, hpu_node_t *sub, char *in, hpu_dtyp
                              out->dtype, 2, sizes);
   if (T->op == HPU_OP_SOFTMAX) {
     sub->params.nn.i[0] = 1;
+  } else if (T->op == HPU_OP_REDUCE) { /* one element per row, dim 1 reduced */
+    int64_t osz[2] = {rows, 1};
+    sub->params.nn.i[1] = 2;
+    for (int k = 0; k < T->num_outputs; k++) {
+      const hpu_tensor_t *o = &T->outputs[k];
+      hpu_tensor_init_contiguous(&sub->outputs[k],
+                                 (char *)hpu_tensor_data(o) + r0 * (int64_t)hpu_dtype_size(o->dtype),
+                                 o->dtype, 2, osz);
+    }
   } else { /* layer_norm: mean and rstd per row */
     for (int k = 1; k < 3; k++) {
       const hpu_tensor_t *st = &T->outputs[k];
@@ -555,13 +697,38 @@ static hpu_status_t run_group(const hpu_fused_group_t *g, const hpu_node_t *node
     hpu_parallel_for(g->numel, 32768, run_range, &rr.r);
     return HPU_SUCCESS;
   }
-  rr.row_op = &nodes[g->rows_node];
+  const hpu_node_t *T = &nodes[g->rows_node];
+  rr.row_op = T;
   rr.status = HPU_SUCCESS;
+  /* A reduction writes into host staging buffers, copied to its outputs
+   * once every member has run (see admit_rows). */
+  hpu_node_t staged;
+  void *stage[HPU_MAX_OUTPUTS] = {NULL};
+  if (T->op == HPU_OP_REDUCE) {
+    staged = *T;
+    for (int o = 0; o < T->num_outputs; o++) {
+      const hpu_tensor_t *out = &T->outputs[o];
+      stage[o] = malloc((size_t)hpu_tensor_numel(out) * hpu_dtype_size(out->dtype));
+      if (!stage[o]) {
+        for (int k = 0; k < o; k++) free(stage[k]);
+        return hpu_error(HPU_ERROR_SYSTEM, "fused reduce: no host memory to stage %lld results",
+                         (long long)hpu_tensor_numel(out));
+      }
+      hpu_tensor_init_contiguous(&staged.outputs[o], stage[o], out->dtype, out->ndim, out->sizes);
+    }
+    rr.row_op = &staged;
+  }
   int64_t grain = 32768 / g->row_len;
   hpu_parallel_for(g->numel / g->row_len, grain > 0 ? grain : 1, run_rows, &rr);
+  for (int o = 0; o < HPU_MAX_OUTPUTS && stage[o]; o++) {
+    if (rr.status == HPU_SUCCESS)
+      memcpy(hpu_tensor_data(&T->outputs[o]), stage[o],
+             (size_t)hpu_tensor_numel(&T->outputs[o]) * hpu_dtype_size(T->outputs[o].dtype));
+    free(stage[o]);
+  }
   if (rr.status != HPU_SUCCESS)
     return hpu_error(rr.status, "fused %s: a block of rows failed (%s; host memory for its copy?)",
-                     hpu_op_name(rr.row_op->op), hpu_status_name(rr.status));
+                     hpu_op_name(T->op), hpu_status_name(rr.status));
   return HPU_SUCCESS;
 }
 

@@ -24,7 +24,7 @@
 #include "hpu/metrics.h"
 
 #define MAGIC 0x3150435255504848ull /* "HHPURCP1" */
-#define VERSION 2 /* 2: groups may end with a row op */
+#define VERSION 3 /* 2: groups may end with a row op; 3: the row op may be a reduction, operands may broadcast */
 
 typedef struct header {
   uint64_t magic;

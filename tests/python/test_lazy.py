@@ -272,8 +272,45 @@ def dead_residual_log_softmax(x, y):
     return torch.log_softmax((x - y) * 2.0, dim=-1)
 
 
+def _row_mask(y):
+    """An additive mask that broadcasts into y's shape as BERT's does:
+    [B, 1, 1, S] for 4-d scores, [1, S] for 2-d."""
+    src = y[:1] if y.dim() == 2 else y[:, :1, :1, :]
+    return ((src > 1.0) * -10000.0).to(y.dtype)
+
+
+def attention_probs_broadcast_mask(x, y):
+    """BERT's scores * scale + mask [B,1,1,S] -> softmax: the mask is read
+    with stride 0 inside the group. (The mask is made first, as BERT makes
+    it once per forward: groups are runs of consecutive nodes.)"""
+    mask = _row_mask(y)
+    return torch.softmax(x * 0.125 + mask, dim=-1)
+
+
+def row_sum(x, y):
+    return (x * 0.5 + y).sum(-1)
+
+
+def row_mean_keepdim_broadcast(x, y):
+    # the mask held, as BERT holds it (a temporary's freed block may be
+    # reused by the group's output: then the group stops, to read it first)
+    mask = _row_mask(y)
+    return ((x - mask) * y).mean(dim=-1, keepdim=True)
+
+
+def row_var_std(x, y):
+    """var and std (two groups), and var_mean's two outputs (a third)."""
+    d = x - y
+    v = (d * 0.5).var(-1)
+    s = torch.std((x + y) * 2.0, dim=-1, correction=0)
+    vm = torch.var_mean(torch.relu(x) * y, dim=-1, keepdim=True)
+    return (v, s) + tuple(vm)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("fn", [attention_probs, residual_norm, dead_residual_log_softmax])
+@pytest.mark.parametrize("fn", [attention_probs, residual_norm, dead_residual_log_softmax,
+                                attention_probs_broadcast_mask, row_sum,
+                                row_mean_keepdim_broadcast, row_var_std])
 @pytest.mark.parametrize("shape", [(8, 4, 33, 128), (3, 3000)])
 def test_row_ops_fused_with_their_producers_equal_eager_bitwise(fn, dtype, shape):
     g = torch.Generator().manual_seed(2)
@@ -297,7 +334,9 @@ def test_row_ops_fused_with_their_producers_equal_eager_bitwise(fn, dtype, shape
     for c, l in zip(run(x, y), lazy):
         torch.testing.assert_close(l, c, **tol)
     # the elementwise producers and the row op itself ran as one group
-    assert after["FusedNodes"] - before["FusedNodes"] >= 3
+    # (row_var_std: three such groups of three nodes; without the reductions
+    # fused its producers alone would count 6)
+    assert after["FusedNodes"] - before["FusedNodes"] >= (9 if fn is row_var_std else 3)
 
 
 def test_fused_inplace_and_views_equal_eager():
@@ -320,6 +359,35 @@ def test_fused_inplace_and_views_equal_eager():
     ref = [t for t in work(a.cpu())]
     for r, l in zip(ref, lazy):
         torch.testing.assert_close(l, r)
+
+
+def test_fused_broadcast_operand_overwritten_in_the_group_equals_eager():
+    """A member reads row 0 of b broadcast over all rows, and a later member
+    writes b in place: fused tile by tile, row 0 would change before the
+    later tiles read it, so the writer must not join (and results match)."""
+    def work(a, m):
+        b = a.clone()
+        row = b[:1]                 # [1, N] view of b's first row
+        c = (b * 2 + row) * m       # row and m [N] broadcast into [R, N]
+        b.mul_(3).add_(1)           # writes row after c read it (eager order)
+        return b, c
+    g = torch.Generator().manual_seed(5)
+    a, m = torch.randn(64, 300, generator=g), torch.randn(300, generator=g)
+    ah, mh = a.to("hpu"), m.to("hpu")
+    with lazy_mode(False):
+        eager = [t.cpu() for t in work(ah, mh)]
+    with lazy_mode(True):
+        before = stats("fusion")
+        out = work(ah, mh)
+        htcore.mark_step()
+        lazy = [t.cpu() for t in out]
+        after = stats("fusion")
+    for e, l in zip(eager, lazy):
+        assert torch.equal(e, l)
+    for r, l in zip(work(a, m), lazy):
+        torch.testing.assert_close(l, r)
+    # the broadcasting ones fused (mul, add, mul), and so did the in-place pair
+    assert after["FusedNodes"] - before["FusedNodes"] >= 5
 
 
 def test_live_intermediates_are_stored(lazy):
