@@ -13,6 +13,8 @@
 #include "hpu/memory.h"
 #include "hpu/parallel.h"
 #include "kernels/cvt.h"
+#include "kernels/isa.h"
+#include "kernels/kernels.h"
 #include "kernels/pw_tile.h"
 
 #define TILE 512
@@ -396,9 +398,13 @@ typedef struct member {
   bcast_t bc[HPU_MAX_INPUTS];
 } member_t;
 
+typedef void (*member_math_fn)(fop_t op, int len, float *restrict o, const float *restrict a,
+                               const float *restrict b, float a_s, float b_s, float al);
+
 typedef struct group_run {
   const hpu_fused_group_t *g;
   const hpu_node_t *nodes;
+  member_math_fn math;
   member_t m[HPU_FUSION_MAX_GROUP];
 } group_run_t;
 
@@ -579,24 +585,46 @@ static void run_pw_member(const group_run_t *r, int m, int64_t start, int len, f
   store_member(r, m, start, len, tiles[m]);
 }
 
+/* The arithmetic members' loops, cloned per ISA as the eager kernels are
+ * (the generic build is SSE2: its 4-wide loads could not keep up with data
+ * in L3). Each loop is one IEEE operation per element (fmaf is exactly
+ * rounded), so every clone gives the same bits. */
+#define DEF_MEMBER_MATH(ISA)                                                                  \
+  static HPU_ATTR_##ISA void member_math_##ISA(fop_t op, int len, float *restrict o,           \
+                                               const float *restrict a, const float *restrict b, \
+                                               float a_s, float b_s, float al) {              \
+    switch (op) {                                                                             \
+      case F_ADD: FUSED_LOOPS(x + y); break;                                                  \
+      case F_ADDA: FUSED_LOOPS(fmaf(y, al, x)); break;                                        \
+      case F_MUL: FUSED_LOOPS(x * y); break;                                                  \
+      case F_DIV: FUSED_LOOPS(x / y); break;                                                  \
+      case F_RELU: FUSED_LOOPS(x < 0 ? 0.0f : x); break;                                      \
+      case F_PW: break; /* run_pw_member */                                                   \
+    }                                                                                         \
+  }
+
+DEF_MEMBER_MATH(generic)
+#if HPU_HAVE_ISA_CLONES
+DEF_MEMBER_MATH(avx2)
+DEF_MEMBER_MATH(avx512)
+#endif
+
+static member_math_fn pick_member_math(void) {
+#if HPU_HAVE_ISA_CLONES
+  hpu_isa_t isa = hpu_kernels_isa();
+  if (isa == HPU_ISA_AVX512) return member_math_avx512;
+  if (isa == HPU_ISA_AVX2) return member_math_avx2;
+#endif
+  return member_math_generic;
+}
+
 static void run_member(const group_run_t *r, int m, int64_t start, int len, float tiles[][PITCH],
                        float *s0, float *s1) {
   const member_t *mb = &r->m[m];
-  float *restrict o = tiles[m];
-  const float a_s = mb->a, b_s = mb->b, al = mb->alpha;
-  const float *restrict a = mb->a_scalar ? NULL : operand(r, m, 0, start, len, tiles, s0);
-  const float *restrict b =
-      (mb->op == F_RELU || mb->b_scalar) ? NULL : operand(r, m, 1, start, len, tiles, s1);
-  if (mb->op == F_RELU) b = NULL;
-  switch (mb->op) {
-    case F_ADD: FUSED_LOOPS(x + y); break;
-    case F_ADDA: FUSED_LOOPS(fmaf(y, al, x)); break;
-    case F_MUL: FUSED_LOOPS(x * y); break;
-    case F_DIV: FUSED_LOOPS(x / y); break;
-    case F_RELU: FUSED_LOOPS(x < 0 ? 0.0f : x); break;
-    case F_PW: break; /* run_pw_member */
-  }
-  store_member(r, m, start, len, o);
+  const float *a = mb->a_scalar ? NULL : operand(r, m, 0, start, len, tiles, s0);
+  const float *b = (mb->op == F_RELU || mb->b_scalar) ? NULL : operand(r, m, 1, start, len, tiles, s1);
+  r->math(mb->op, len, tiles[m], a, b, mb->a, mb->b, mb->alpha);
+  store_member(r, m, start, len, tiles[m]);
 }
 
 /* The members over elements [begin, end); with `copy`, the feeder's results
@@ -633,11 +661,14 @@ static void run_range(void *ctx, int64_t begin, int64_t end) { run_tiles(ctx, be
 /* Rows of a row op per block: the block's copy of its input (64 KB in
  * fp32) stays in L2 between the members writing it and the row op reading. */
 #define ROW_BLOCK_ELEMS 16384
-/* A reduction's block is smaller: its copy (16 KB in fp32) stays in L1.
- * Measured on 4096 x 1024 fp32, one thread: (a + b).sum(-1) and
- * (a * 0.5 + b).var(-1) took 1.9 and 4.7 ms with 16384-element blocks,
- * 1.37 and 4.38 ms with 4096 (2.0 and 7.4 ms with 65536). */
-#define REDUCE_BLOCK_ELEMS 4096
+/* A reduction's block is much smaller: its copy (4 KB in fp32) stays in
+ * L1, and the reduce kernel costs little per call (layer_norm's does: it
+ * took 27 ms instead of 3.4 on 4096 x 768 with this block size). Measured on
+ * 4096 x 1024 fp32, one thread, lazy step: (a + b).sum(-1) 0.98 ms with
+ * 1024-element blocks, 1.34 with 2048, 1.53 with 4096, 1.63 with 16384
+ * (unfused 1.30); (a * 0.5 + b).var(-1) 3.58, 3.88, 4.30, 4.38 (unfused
+ * 5.4). */
+#define REDUCE_BLOCK_ELEMS 1024
 
 /* The row op restricted to rows [r0, r0 + rows), reading its input from
  * `in` (a dense copy of those rows). */
@@ -705,6 +736,7 @@ static hpu_status_t run_group(const hpu_fused_group_t *g, const hpu_node_t *node
   rows_run_t rr;
   rr.r.g = g;
   rr.r.nodes = nodes;
+  rr.r.math = pick_member_math();
   for (int m = 0; m < g->count; m++) prepare_member(&rr.r.m[m], &nodes[g->first + m], g->numel);
   if (g->rows_node < 0) {
     hpu_parallel_for(g->numel, 32768, run_range, &rr.r);
