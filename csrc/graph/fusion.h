@@ -6,10 +6,13 @@
  * every operand in the compute dtype, becomes one pass over memory: each thread walks its range in
  * cache-sized tiles and evaluates every node of the run on the tile before
  * moving on, so an intermediate is read back from cache, and is not written
- * to memory at all when nobody holds it after the graph. A softmax or layer
- * norm that reads the run's result ends the group: it normalises each block
- * of rows right after the run produced it (attention's scale + mask ->
- * softmax, the residual add -> layer norm). */
+ * to memory at all when nobody holds it after the graph. An operand may
+ * also broadcast into the run's shape (an attention mask [B,1,1,S] added to
+ * scores [B,H,S,S]): it is read with stride 0 in the broadcast dims. A
+ * softmax, layer norm or sum / mean / var / std over the last dim that
+ * reads the run's result ends the group: it runs on each block of rows right
+ * after the run produced it (attention's scale + mask -> softmax, the
+ * residual add -> layer norm), with its eager kernel, so bitwise as eager. */
 #ifndef HPU_GRAPH_FUSION_H
 #define HPU_GRAPH_FUSION_H
 
@@ -26,7 +29,8 @@ typedef struct hpu_fused_group {
    * tile), or -1 (read from memory). */
   int8_t src[HPU_FUSION_MAX_GROUP][HPU_MAX_INPUTS];
   uint8_t store[HPU_FUSION_MAX_GROUP]; /* write member m's output to memory */
-  /* A row op (softmax / log_softmax over the last dim, layer_norm) right
+  /* A row op (softmax / log_softmax over the last dim, layer_norm, or a
+   * sum / mean / var / std reduction over the last dim) right
    * after the members, reading member `feeder`'s output: it runs on each
    * block of rows as soon as the members have produced it, from a copy still
    * in cache, with its own eager kernel. rows_node = first + count, or -1. */
