@@ -240,6 +240,32 @@ def test_large_contiguous(dtype, fallback_counts):
     assert fallback_counts() == {}
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_gelu_erf_rational(dtype, fallback_counts):
+    """gelu (erf form) runs a rational erf clamped at |x / sqrt(2)| = 3.925:
+    a dense sweep across the clamp and the tails, odd sizes (vector tails),
+    non-contiguous views, and the special values that must pass through it."""
+    x = torch.linspace(-12, 12, 200003, dtype=torch.float64).to(dtype)
+    near = torch.tensor([3.925 * 2 ** 0.5], dtype=torch.float64)
+    x = torch.cat([x, near + torch.linspace(-1e-3, 1e-3, 1001, dtype=torch.float64).to(dtype),
+                   -near + torch.linspace(-1e-3, 1e-3, 1001, dtype=torch.float64).to(dtype),
+                   torch.linspace(-1e-4, 1e-4, 999, dtype=torch.float64).to(dtype)]).to(dtype)
+    h = x.to("hpu")
+    f = torch.nn.functional.gelu
+    assert_close_to_cpu(f(h), f(x), **tol(dtype, False))
+    for n in (1, 15, 17, 33, 1023):
+        assert_close_to_cpu(f(h[:n]), f(x[:n]), **tol(dtype, False))
+    m, mh = x[: 500 * 401].view(500, 401), h[: 500 * 401].view(500, 401)
+    assert_close_to_cpu(f(mh.t()), f(m.t()), **tol(dtype, False))
+    assert_close_to_cpu(f(mh[::3, 1::2]), f(m[::3, 1::2]), **tol(dtype, False))
+    special = torch.tensor([float("nan"), 0.0, -0.0, 1e-30, -1e-30, 1e30, -1e30], dtype=dtype)
+    got = f(special.to("hpu")).cpu()
+    assert torch.isnan(got[0])
+    assert_close_to_cpu(f(special[1:].to("hpu")), f(special[1:]), **tol(dtype, False))
+    assert torch.equal(torch.signbit(got[1:3]), torch.tensor([False, True]))
+    assert fallback_counts() == {}
+
+
 def test_bad_input():
     h = torch.randn(3, device="hpu")
     with pytest.raises(RuntimeError, match="same device"):
