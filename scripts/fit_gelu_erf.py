@@ -59,3 +59,8 @@ print(f"max error in float: {np.abs(e).max():.3e} at z={zz[np.abs(e).argmax()]:.
       f"relative below 0.5: {np.abs(e[small] / erf(zz[small].astype(np.float64))).max():.3e}")
 print("P (z^0 first):", ", ".join(f"{v:.9e}f" for v in pf))
 print("Q (z^0 first):", ", ".join(f"{v:.9e}f" for v in qf))
+# pw_gelu_erf evaluates the polynomials at s = h^2, h = x / 2 = z / sqrt(2):
+# P(z^2) = P(2 s), and the numerator also takes the sqrt(2) of z = sqrt(2) h.
+print("as used (h = x/2): clamp |h| at", repr(f32(C / np.sqrt(2))))
+print("P':", ", ".join(f"{v:.9e}f" for v in (pf.astype(np.float64) * np.sqrt(2) * 2.0 ** np.arange(dp + 1)).astype(f32)))
+print("Q':", ", ".join(f"{v:.9e}f" for v in (qf.astype(np.float64) * 2.0 ** np.arange(dq + 1)).astype(f32)))

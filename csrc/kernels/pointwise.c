@@ -73,7 +73,7 @@ typedef enum { PW_KERNELS(KENUM) K_COUNT } pw_kernel_t;
 #define EF_SIGMOID(a, b, c) pw_sigmoidf(a)
 #define EF_ERF(a, b, c) erff(a)
 #define EF_SILU(a, b, c) ((a) / (1.0f + pw_expf(-(a))))
-#define EF_GELU(a, b, c) (((a) * 0.5f) * (1.0f + pw_erf_gelu((a) * SQRT1_2F)))
+#define EF_GELU(a, b, c) pw_gelu_erf(a)
 #define EF_GELU_TANH(a, b, c) \
   ((0.5f * (a)) * (1.0f + pw_tanhf(GELU_BETA_TANH * ((a) + GELU_KAPPA * ((a) * (a) * (a))))))
 #define EF_FLOOR(a, b, c) floorf(a)

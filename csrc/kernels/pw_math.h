@@ -137,32 +137,40 @@ static inline float pw_erf_approx(float x) {
   return copysignf(v, x) * (x == x ? 1.0f : x);
 }
 
-/* erf for gelu (erf form): erf(z) = z * P(z^2) / Q(z^2) for |z| < 3.925,
- * +-1 beyond (erf(3.925) rounds to 1.0f). A rational fit of our own
- * (scripts/fit_gelu_erf.py: Lawson-weighted least squares, degrees 6 / 4,
- * coefficients rounded to float): 11 multiply-adds and one division, against
- * ~30 operations for the exp-based form above, and more accurate: max error
- * 3.2e-7 evaluated in float (min with 1) (double: 4.9e-8), relative 5.7e-7 near 0. Its
- * gelu stays within 0.72 of the float32 parity tolerance against PyTorch's
- * own CPU gelu (itself off by up to ~1.5e-6). NaN propagates through the
- * clamp (min with the NaN second); +-inf give +-1. */
-static inline float pw_erf_gelu(float z) {
-  float az = fabsf(z);
-  az = az > 3.925f ? 3.925f : az; /* vminps(3.925, az): NaN stays NaN */
-  float s = az * az;
-  float p = fmaf(1.987537779e-08f, s, -1.994190370e-06f);
-  p = fmaf(p, s, 1.494369062e-04f);
-  p = fmaf(p, s, 3.994602244e-03f);
-  p = fmaf(p, s, 5.146784708e-02f);
-  p = fmaf(p, s, 2.066388875e-01f);
-  p = fmaf(p, s, 1.128378749e+00f);
-  float q = fmaf(1.029150095e-03f, s, 1.493422966e-02f);
-  q = fmaf(q, s, 1.177821681e-01f);
-  q = fmaf(q, s, 5.164577365e-01f);
+/* gelu, erf form: 0.5 x (1 + erf(x / sqrt 2)), with erf(z) = z P(z^2) / Q(z^2)
+ * for |z| < 3.925 and +-1 beyond (erf(3.925) rounds to 1.0f). A rational
+ * fit of our own (scripts/fit_gelu_erf.py: Lawson-weighted least squares,
+ * degrees 6 / 4, which prints these coefficients): 11 multiply-adds and one
+ * division, against ~30 operations for the exp-based form above, and more
+ * accurate (max error of erf 3.2e-7 evaluated in float; relative 5.7e-7 near
+ * 0). The polynomials take h = x / 2 (z = sqrt2 h: sqrt 2 and the powers of 2
+ * are folded into the coefficients), and with r = |erf|,
+ *   gelu = h (1 + sign(x) r) = h + |h| r,
+ * one multiply-add. gelu(x) has the sign of x (Phi > 0), so the result takes
+ * x's sign: that only changes zeros (h + |h| gives +0 where PyTorch's
+ * x * 0.5 * (1 - 1) gives -0 for x < 0, and gelu(-0) = -0).
+ * Against PyTorch's CPU gelu (itself off by up to ~1.5e-6) it stays within
+ * 0.65 of the float32 parity tolerance. NaN propagates through the clamp
+ * (vminps with the NaN second); gelu(+inf) = inf, gelu(-inf) = NaN as in
+ * PyTorch's formula. */
+static inline float pw_gelu_erf(float x) {
+  float h = 0.5f * x;
+  float ah = fabsf(h);
+  float c = ah > 2.7753942f ? 2.7753942f : ah; /* z = 3.925 */
+  float s = c * c;
+  float p = fmaf(1.798913900e-06f, s, -9.024675091e-05f);
+  p = fmaf(p, s, 3.381371265e-03f);
+  p = fmaf(p, s, 4.519376531e-02f);
+  p = fmaf(p, s, 2.911460996e-01f);
+  p = fmaf(p, s, 5.844630599e-01f);
+  p = fmaf(p, s, 1.595768571e+00f);
+  float q = fmaf(1.646640152e-02f, s, 1.194738373e-01f);
+  q = fmaf(q, s, 4.711286724e-01f);
+  q = fmaf(q, s, 1.032915473e+00f);
   q = fmaf(q, s, 1.0f);
-  float r = (az * p) / q;
+  float r = (c * p) / q;
   r = r > 1.0f ? 1.0f : r; /* the fit overshoots 1 by up to 2e-7 near the clamp */
-  return copysignf(r, z);
+  return copysignf(fmaf(ah, r, h), x);
 }
 
 #endif
