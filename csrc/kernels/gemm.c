@@ -463,6 +463,46 @@ ATTR_512 static void pack_a_bf16(const hpu_gemm_t *g, int64_t i0, int64_t mr, ui
   }
 }
 
+/* Four full panels of a transposed bf16 A (unit row stride) at once: rows
+ * i0..i0+47 of A are 48 contiguous elements in each of memory rows 2p and
+ * 2p+1; three VPERMT2W interleave them into 48 pairs in row order, and six
+ * masked stores place 12 pairs in each panel (panel t at dst + t * pstride
+ * words). Half the instructions of packing the panels one by one (whose
+ * 24-byte masked loads and two widenings per step took ~19% of a
+ * [1024x2048]^T @ [2048x256] product, perf). */
+ATTR_512 static void pack_a_bf16_t4(const hpu_gemm_t *g, int64_t i0, uint32_t *dst, int64_t pstride) {
+  const uint16_t *a = g->a;
+  int64_t k = g->k, kp = (k + 1) / 2, cs = g->acs;
+  /* pair q of a vector: element q of the first source (low half), then of the second */
+  static const uint16_t lo[32] = {0,  32, 1,  33, 2,  34, 3,  35, 4,  36, 5,  37, 6,  38, 7,  39,
+                                  8,  40, 9,  41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+  __m512i ilo = _mm512_loadu_si512(lo);
+  __m512i ihi = _mm512_add_epi16(ilo, _mm512_set1_epi16(16));
+  uint32_t *d0 = dst, *d1 = dst + pstride, *d2 = dst + 2 * pstride, *d3 = dst + 3 * pstride;
+  for (int64_t p = 0; p < kp; p++) {
+    const uint16_t *q0 = a + 2 * p * cs + i0;
+    __m512i x0 = _mm512_loadu_si512(q0);                              /* rows i0..i0+31 */
+    __m512i y0 = _mm512_castsi256_si512(_mm256_loadu_si256((const void *)(q0 + 32))); /* +32..+47 */
+    __m512i x1 = _mm512_setzero_si512(), y1 = _mm512_setzero_si512(); /* odd k: pad with 0 */
+    if (2 * p + 1 < k) {
+      x1 = _mm512_loadu_si512(q0 + cs);
+      y1 = _mm512_castsi256_si512(_mm256_loadu_si256((const void *)(q0 + cs + 32)));
+    }
+    __m512i v0 = _mm512_permutex2var_epi16(x0, ilo, x1); /* pairs of rows 0..15 */
+    __m512i v1 = _mm512_permutex2var_epi16(x0, ihi, x1); /* 16..31 */
+    __m512i v2 = _mm512_permutex2var_epi16(y0, ilo, y1); /* 32..47 */
+    uint32_t *o0 = d0 + p * MR, *o1 = d1 + p * MR, *o2 = d2 + p * MR, *o3 = d3 + p * MR;
+    /* rows 0..11 -> panel 0; 12..23 -> 1; 24..35 -> 2; 36..47 -> 3 (lanes
+     * outside the mask are not written, so the shifted bases are never touched) */
+    _mm512_mask_storeu_epi32(o0, 0x0fff, v0);
+    _mm512_mask_storeu_epi32(o1 - 12, 0xf000, v0);
+    _mm512_mask_storeu_epi32(o1 + 4, 0x00ff, v1);
+    _mm512_mask_storeu_epi32(o2 - 8, 0xff00, v1);
+    _mm512_mask_storeu_epi32(o2 + 8, 0x000f, v2);
+    _mm512_mask_storeu_epi32(o3 - 4, 0xfff0, v2);
+  }
+}
+
 /* bf16 B columns [j0, j0 + cols) (cols <= NR) into a [kp][NR] pair panel. */
 ATTR_512 static void pack_b_bf16(const hpu_gemm_t *g, int64_t j0, int64_t cols, uint32_t *dst) {
   const uint16_t *b = g->b;
@@ -625,7 +665,13 @@ static hpu_gemm_t batch_view(const hpu_gemm_t *g, const int64_t *offs, int64_t b
 
 /* Packs A's MR-row panels [p0, p1) of g into P->apre. */
 static void prepack_a(const plan_t *P, const hpu_gemm_t *g, int64_t p0, int64_t p1) {
+  int t4 = P->kernel == HPU_GEMM_BF16DOT && g->ars == 1 && g->acs != 1;
   for (int64_t t = p0; t < p1; t++) {
+    if (t4 && t + 4 <= p1 && (t + 4) * MR <= g->m) {
+      pack_a_bf16_t4(g, t * MR, P->apre + t * P->kp * MR, P->kp * MR);
+      t += 3;
+      continue;
+    }
     int64_t i0 = t * MR, mr = g->m - i0 < MR ? g->m - i0 : MR;
     uint32_t *dst = P->apre + t * P->kp * MR;
     if (P->kernel == HPU_GEMM_BF16DOT) pack_a_bf16(g, i0, mr, dst);
@@ -772,6 +818,7 @@ int hpu_gemm_run_batched(const hpu_gemm_t *g, int kernel, int64_t nbatch, const 
   int by_batch = nbatch > 1 && nt > 1 && (nbatch % nt == 0 || nbatch >= 4 * nt);
   int serial = nt == 1 || (flops * (double)nbatch < 2e6);
   int64_t parts = 1;
+  int atwice = 0; /* A in place though read twice (below) */
   if (!serial && !by_batch) {
     double bn = balance(np, nt), bm = balance(mp, nt);
     /* columns preferred: each part packs only its own B columns */
@@ -784,6 +831,22 @@ int hpu_gemm_run_batched(const hpu_gemm_t *g, int kernel, int64_t nbatch, const 
     if (parts < nt) parts = P.split_n ? (np < nt ? np : nt) : (mp < nt ? mp : nt);
     if (parts < 1) parts = 1;
     if (P.split_n) ncap = (np + parts - 1) / parts * NR;
+    /* bf16, A larger than L2 that could be read in place: one column part per
+     * thread when that reads A only twice in all (2 threads, one B block
+     * each), so that A is read in place instead of packed first (packing
+     * a row-major A took ~12% of [2048x1024] @ [1024x256], perf). Measured
+     * interleaved on the loaded machine, best GFLOP/s: that shape 473 -> 822
+     * (B transposed: 564 -> 953), [2048x256] @ [256x1024] 918 -> 969; the
+     * dynamic claiming of 4 parts per thread is given up only here. */
+    double asrc = (double)g->m * (double)g->k * (double)hpu_dtype_size(g->dt);
+    if (kernel == HPU_GEMM_BF16DOT && P.split_n && P.adirect && asrc > 512.0 * 1024 && parts > nt) {
+      int64_t cap1 = (np + nt - 1) / nt * NR, nc1 = nc < cap1 ? nc : cap1;
+      if ((int64_t)nt * ((cap1 + nc1 - 1) / nc1) <= 2) {
+        parts = nt;
+        ncap = cap1;
+        atwice = 1;
+      }
+    }
   }
   if (nc > ncap) nc = ncap;
   P.nc = nc;
@@ -794,7 +857,7 @@ int hpu_gemm_run_batched(const hpu_gemm_t *g, int kernel, int64_t nbatch, const 
   int64_t cols = P.split_n ? ncap : g->n;
   int64_t apasses = (P.split_n ? parts : 1) * ((cols + nc - 1) / nc);
   double abytes_src = (double)g->m * (double)g->k * (double)hpu_dtype_size(g->dt);
-  if (apasses > 1 && abytes_src > 512.0 * 1024) P.adirect = 0;
+  if (apasses > (atwice ? 2 : 1) && abytes_src > 512.0 * 1024) P.adirect = 0;
   P.nparts = parts;
   size_t abytes = ((size_t)P.kp * MR * 4 + 63) / 64 * 64;
   size_t bbytes = ((size_t)(nc / NR) * (size_t)pan + 63) / 64 * 64;

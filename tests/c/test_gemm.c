@@ -212,6 +212,11 @@ static void test_blocks(void) {
       {8, 37, 45, 70, 0, 1, 1, 0, 0, 1.0f, 0.0f},   {8, 37, 45, 71, 1, 0, 1, 0, 1, 2.0f, 0.5f},
       {6, 24, 64, 33, 0, 0, 2, 0, 2, 1.0f, 1.0f},   {1, 264, 260, 1031, 0, 0, 1, 0, 0, 1.0f, 0.0f},
       {1, 262, 300, 1030, 1, 1, 1, 0, 1, 1.0f, 1.0f}, {1, 250, 290, 1100, 0, 1, 1, 0, 0, 1.0f, 0.0f},
+      /* transposed A packed once, 4 panels at a time (110 rows: 2 groups of
+       * 4, one full panel and an edge), odd k, several B blocks */
+      {1, 110, 300, 2501, 1, 0, 1, 0, 0, 1.0f, 0.0f},
+      /* bf16 A > 512 KB read in place by one column part per thread */
+      {1, 520, 256, 1030, 0, 0, 1, 0, 1, 1.0f, 0.5f},  {1, 520, 250, 1031, 0, 1, 1, 0, 0, 1.0f, 0.0f},
   };
   hpu_dtype_t dts[] = {HPU_FLOAT32, HPU_BFLOAT16};
   int saved = hpu_get_num_threads();

@@ -163,6 +163,16 @@ def test_matmul_large_blocks(dtype, threads):
         assert_close_to_cpu(a.to("hpu") @ b.to("hpu"), a @ b, **tol)
         x, y = make((9, 40, 70), dtype, 26), make((9, 70, 50), dtype, 27)
         assert_close_to_cpu(torch.bmm(x.to("hpu"), y.to("hpu")), torch.bmm(x, y), **tol)
+        # A transposed, packed 4 panels at a time (110 rows: 2 groups, a panel, an edge), odd k
+        a, b = make((2501, 110), dtype, 30), make((2501, 300), dtype, 31)
+        assert_close_to_cpu(a.to("hpu").t() @ b.to("hpu"), a.t() @ b, **tol)
+        # A over 512 KB in bf16 read in place by one column part per thread (plain and B^T, linear)
+        a, b = make((520, 1030), dtype, 32), make((1030, 256), dtype, 33)
+        assert_close_to_cpu(a.to("hpu") @ b.to("hpu"), a @ b, **tol)
+        w, bias = make((250, 1031), dtype, 34), make((250,), dtype, 35)
+        a = make((520, 1031), dtype, 36)
+        assert_close_to_cpu(torch.nn.functional.linear(a.to("hpu"), w.to("hpu"), bias.to("hpu")),
+                            torch.nn.functional.linear(a, w, bias), **tol)
     finally:
         torch.set_num_threads(old)
 
