@@ -29,6 +29,7 @@ def main():
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--warmup", type=int, default=3, help="steps not timed")
     p.add_argument("--cpu", action="store_true", help="train on the CPU with gloo (for comparison)")
+    p.add_argument("--cpu-stats", action="store_true", help="print each rank's CPU time per step and busy share")
     args = p.parse_args()
 
     world, rank, local_rank = hccl.initialize_distributed_hpu()
@@ -50,7 +51,7 @@ def main():
         if step == args.warmup:
             if device.type == "hpu":
                 torch.hpu.synchronize()
-            t0 = time.time()
+            t0, c0 = time.time(), time.process_time()
         ids = torch.randint(0, 100, (args.batch, args.seq), generator=g)
         labels = ids[:, 0] % 3
         logits = model(input_ids=ids.to(device), attention_mask=torch.ones_like(ids).to(device)).logits
@@ -67,10 +68,18 @@ def main():
     if device.type == "hpu":
         torch.hpu.synchronize()
     elapsed = time.time() - t0 if t0 else float("nan")
+    cpu = time.process_time() - c0 if t0 else float("nan")
     sps = timed * args.batch * world / elapsed if timed else float("nan")
     if rank == 0:
         print(f"RESULT world={world} device={device.type} samples_per_s={sps:.1f} steps={timed} "
               f"elapsed={elapsed:.2f}s", flush=True)
+    if args.cpu_stats and timed:
+        # Where a rank's wall time goes: CPU time of all its threads (host,
+        # card queue, autograd, collective watcher) per step, and the share of
+        # the wall time that the process kept a CPU busy (< 1 on one core per
+        # rank: the rank waited, for its peer or for a CPU taken by others).
+        print(f"CPU rank={rank} cpu_ms_per_step={1000 * cpu / timed:.2f} wall_ms_per_step={1000 * elapsed / timed:.2f} "
+              f"busy={cpu / elapsed:.2f}", flush=True)
     dist.destroy_process_group()
 
 
