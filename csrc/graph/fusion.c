@@ -103,7 +103,42 @@ static int same_view(const hpu_tensor_t *a, const hpu_tensor_t *b) {
          hpu_tensor_numel(a) == hpu_tensor_numel(b);
 }
 
+/* Whether each fusible node's output buffer is still held by someone:
+ * live[i] = 1 for the others. Asked of the allocator in one call, since a
+ * step's graph has hundreds of nodes and this runs on every cache hit. */
+static void fusible_liveness(const hpu_node_t *nodes, int n, const uint8_t *fusible, uint8_t *live) {
+  const void **ptrs = malloc((size_t)(n > 0 ? n : 1) * sizeof *ptrs);
+  int *which = malloc((size_t)(n > 0 ? n : 1) * sizeof *which);
+  uint8_t *answer = malloc((size_t)(n > 0 ? n : 1));
+  int m = 0;
+  for (int i = 0; i < n; i++) {
+    live[i] = 1;
+    if (!fusible[i]) continue;
+    if (ptrs && which && answer) {
+      ptrs[m] = nodes[i].outputs[0].storage;
+      which[m++] = i;
+    } else { /* host OOM: one query each */
+      live[i] = (uint8_t)hpu_memory_is_allocated(nodes[i].outputs[0].storage);
+    }
+  }
+  if (m) hpu_memory_are_allocated(ptrs, m, answer);
+  for (int k = 0; k < m; k++) live[which[k]] = answer[k];
+  free(ptrs);
+  free(which);
+  free(answer);
+}
+
 void hpu_graph_dead_outputs(const hpu_node_t *nodes, int n, uint8_t *dead) {
+  /* Only fusible nodes' liveness changes a plan; leaving the others out
+   * keeps allocator address reuse (which varies from step to step) out of
+   * the graph signature. Fusibility is decided once per node here. */
+  uint8_t *fusible = malloc((size_t)(n > 0 ? n : 1));
+  if (!fusible) { /* host OOM: nothing is dead, the plan keeps every output */
+    memset(dead, 0, (size_t)n);
+    return;
+  }
+  for (int i = 0; i < n; i++) fusible[i] = (uint8_t)hpu_plan_node_fusible(&nodes[i]);
+  fusible_liveness(nodes, n, fusible, dead); /* dead[] holds liveness for now */
   /* Backwards, with the outputs of the later nodes indexed by address: an
    * output is dead when its buffer is freed, or when a later node
    * overwrites exactly this view (a pure temporary). */
@@ -112,11 +147,8 @@ void hpu_graph_dead_outputs(const hpu_node_t *nodes, int n, uint8_t *dead) {
   for (int i = n - 1; i >= 0; i--) {
     const hpu_tensor_t *out = &nodes[i].outputs[0];
     int d = 0;
-    /* Only fusible nodes' liveness changes a plan; leaving the others out
-     * keeps allocator address reuse (which varies from step to step) out of
-     * the graph signature. */
-    if (hpu_plan_node_fusible(&nodes[i])) {
-      d = !hpu_memory_is_allocated(out->storage);
+    if (fusible[i]) {
+      d = !dead[i];
       if (!d && hpu_tensor_is_contiguous(out)) {
         if (indexed) {
           for (int32_t id = hpu_ptrmap_head(&later, hpu_tensor_data(out)); id >= 0 && !d;
@@ -135,6 +167,7 @@ void hpu_graph_dead_outputs(const hpu_node_t *nodes, int n, uint8_t *dead) {
         hpu_ptrmap_push(&later, hpu_tensor_data(&nodes[i].outputs[o]), i << 3 | o);
   }
   hpu_ptrmap_free(&later);
+  free(fusible);
 }
 
 /* Is the output of node i read by a node outside [gfirst, gend) before a

@@ -279,6 +279,82 @@ static void test_threads(void) {
   CU_ASSERT_EQUAL(stats().reserved_bytes, 0);
 }
 
+/* Small frees are parked for a same-size request; nothing of that may show:
+ * statistics, coalescing, double-free errors and empty_cache are as if every
+ * free went straight back to the pool. */
+static void test_parked_frees(void) {
+  fresh();
+  void *a, *b, *c, *d;
+  CU_ASSERT_EQUAL_FATAL(hpu_malloc(0, 1024, &a), HPU_SUCCESS);
+  CU_ASSERT_EQUAL_FATAL(hpu_malloc(0, 1024, &b), HPU_SUCCESS);
+  CU_ASSERT_EQUAL_FATAL(hpu_malloc(0, 1024, &c), HPU_SUCCESS);
+  CU_ASSERT_PTR_EQUAL((char *)b, (char *)a + 1024);
+  CU_ASSERT_EQUAL(hpu_free(0, b), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_free(0, a), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_memory_is_allocated(a), 0);
+  /* a double free of a parked block is still an error */
+  CU_ASSERT_EQUAL(hpu_free(0, a), HPU_ERROR_INVALID_ARGUMENT);
+  /* same size: the lowest parked address first */
+  CU_ASSERT_EQUAL(hpu_malloc(0, 1000, &d), HPU_SUCCESS);
+  CU_ASSERT_PTR_EQUAL(d, a);
+  CU_ASSERT_EQUAL(hpu_free(0, d), HPU_SUCCESS);
+  hpu_memory_stats_t s = stats();
+  CU_ASSERT_EQUAL(s.allocated_bytes, 1024);
+  CU_ASSERT_EQUAL(s.active_blocks, 1);
+  CU_ASSERT_EQUAL(s.num_frees, 3);
+  /* a and b merged into one free block before c, the rest after c: two */
+  CU_ASSERT_EQUAL(s.inactive_split_blocks, 2);
+  CU_ASSERT_EQUAL(s.inactive_split_bytes, 2 * MiB - 1024);
+  /* another size after parking takes the merged a+b block */
+  CU_ASSERT_EQUAL(hpu_free(0, c), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_malloc(0, 1024, &d), HPU_SUCCESS); /* parked c, not a */
+  CU_ASSERT_PTR_EQUAL(d, c);
+  CU_ASSERT_EQUAL(hpu_free(0, d), HPU_SUCCESS);
+  void *big;
+  CU_ASSERT_EQUAL(hpu_malloc(0, 3072, &big), HPU_SUCCESS);
+  CU_ASSERT_PTR_EQUAL(big, a); /* every parked block went back and merged */
+  CU_ASSERT_EQUAL(hpu_free(0, big), HPU_SUCCESS);
+  /* more frees than slots, then empty_cache gives everything back */
+  void *many[40];
+  for (int i = 0; i < 40; i++) CU_ASSERT_EQUAL(hpu_malloc(0, 4096, &many[i]), HPU_SUCCESS);
+  for (int i = 0; i < 40; i++) CU_ASSERT_EQUAL(hpu_free(0, many[i]), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_memory_empty_cache(0), HPU_SUCCESS);
+  s = stats();
+  CU_ASSERT_EQUAL(s.allocated_bytes, 0);
+  CU_ASSERT_EQUAL(s.reserved_bytes, 0);
+  CU_ASSERT_EQUAL(s.inactive_split_blocks, 0);
+}
+
+/* The batch query answers as the single one, over two cards, host memory
+ * and freed blocks in one call. */
+static void test_batch_liveness(void) {
+  fresh();
+  void *a, *b, *c1, *freed;
+  int host = 0;
+  CU_ASSERT_EQUAL_FATAL(hpu_malloc(0, 1000, &a), HPU_SUCCESS);
+  CU_ASSERT_EQUAL_FATAL(hpu_malloc(0, 3 * MiB, &b), HPU_SUCCESS);
+  CU_ASSERT_EQUAL_FATAL(hpu_malloc(1, 4096, &c1), HPU_SUCCESS);
+  CU_ASSERT_EQUAL_FATAL(hpu_malloc(0, 2048, &freed), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_free(0, freed), HPU_SUCCESS);
+  const void *ptrs[] = {a, c1, freed, &host, b, (char *)a + 512, c1};
+  const uint8_t want[] = {1, 1, 0, 1, 1, 0, 1};
+  uint8_t live[7];
+  memset(live, 7, sizeof live);
+  hpu_memory_are_allocated(ptrs, 7, live);
+  for (int i = 0; i < 7; i++) {
+    CU_ASSERT_EQUAL(live[i], want[i]);
+    CU_ASSERT_EQUAL(live[i], hpu_memory_is_allocated(ptrs[i]));
+  }
+  hpu_memory_are_allocated(ptrs, 0, live); /* nothing asked, nothing touched */
+  CU_ASSERT_EQUAL(hpu_free(0, a), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_free(0, b), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_free(1, c1), HPU_SUCCESS);
+  hpu_memory_are_allocated(ptrs, 2, live);
+  CU_ASSERT_EQUAL(live[0], 0);
+  CU_ASSERT_EQUAL(live[1], 0);
+  CU_ASSERT_EQUAL(hpu_memory_empty_cache(1), HPU_SUCCESS);
+}
+
 static void test_speed(void) {
   fresh();
   void *keep;
@@ -312,6 +388,8 @@ int main(void) {
   CU_add_test(s, "bad pointers", test_bad_pointers);
   CU_add_test(s, "second card and arena", test_second_card_and_arena);
   CU_add_test(s, "threads", test_threads);
+  CU_add_test(s, "batch liveness query", test_batch_liveness);
+  CU_add_test(s, "parked frees", test_parked_frees);
   CU_add_test(s, "malloc/free speed", test_speed);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();

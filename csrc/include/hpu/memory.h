@@ -66,6 +66,9 @@ hpu_status_t hpu_memory_arena(int device, int *memfd, void **base, size_t *size)
  * Lazy mode uses it to find intermediates nobody holds any more. */
 int hpu_memory_is_allocated(const void *block_start);
 
+/* hpu_memory_is_allocated for n pointers at once: live[i] is 1 or 0. */
+void hpu_memory_are_allocated(const void *const *block_starts, int n, uint8_t *live);
+
 /* Which card's arena holds p; *device = -1 (and HPU_SUCCESS) for a pointer
  * outside every arena (host memory). */
 hpu_status_t hpu_pointer_get_device(const void *p, int *device);
