@@ -12,12 +12,14 @@
  *    AVX512_BF16 and the fp16 path.
  * A is read in place when it has unit column stride (and stays in L2 or is
  * read once): the kernel broadcasts each row's pair straight from memory,
- * so only edge panels and transposed A are packed. The kernel keeps 24 zmm
- * accumulators over a k block of <= 192 steps (A block 9 KB + B block 24 KB
+ * bottom-edge panels included, and transposed A is packed. The kernel
+ * keeps 24 zmm accumulators over a k block of <= 192 steps (A block 9 KB + B block 24 KB
  * in the 48 KB L1), parks partial sums in a small fp32 buffer between k
  * blocks, and writes full tiles of a row-major C straight from the
  * registers (alpha * acc + beta * C, rounded once to C's dtype: fp32
- * accumulation, as PyTorch's CPU); edge tiles go through an fp32 tile.
+ * accumulation, as PyTorch's CPU); the R < MR rows of the bottom edge have
+ * kernels of their own (R accumulator pairs, same store), column-edge
+ * tiles and strided C go through an fp32 tile.
  *
  * Threads: one parallel region per product. The output is cut into up to
  * 4 parts per thread by columns (each part packs only its own B panels,
@@ -114,13 +116,19 @@ int hpu_gemm_choose(const hpu_gemm_t *g) {
 
 /* Microkernels -------------------------------------------------------------- */
 
-/* Where a finished MR x NR tile goes. Full tiles of a row-major C are written
- * straight from the accumulators (alpha, beta and the rounding to C's dtype
- * fused into the store); edge tiles and strided C go through an fp32 tile. */
+/* Where a finished R x NR tile goes (R = MR, or the R < MR rows left at the
+ * bottom edge, which have their own kernels below). Tiles of NR columns of a
+ * row-major C are written straight from the accumulators (alpha, beta and
+ * the rounding to C's dtype fused into the store); column edges and strided
+ * C go through an fp32 tile. */
 typedef struct {
   const hpu_gemm_t *g;
   int64_t i0, j0;
   int mr, nr;
+  /* C's element size, looked up once per block: no call may happen inside a
+   * kernel while its accumulators are live (every zmm register is
+   * caller-saved, so one out-of-line hpu_dtype_size spilled all 24) */
+  int64_t es;
   float *tile; /* MR * NR scratch for the slow path */
   float *acc;  /* MR x NR fp32 partial sums of earlier k blocks (with `first` == 0) */
   int first, last;
@@ -201,50 +209,52 @@ ATTR_BF16 static inline void store_row_bf16(char *p, hpu_dtype_t dt, int64_t es,
   store16(p + 16 * es, dt, 0xffff, v1);
 }
 
-/* Writes the accumulators (c0: columns 0..15, c1: 16..31 of each row);
- * STORE_ROW is store_row or store_row_bf16 (by the kernel's ISA). */
-#define FINISH(f, c0, c1, STORE_ROW)                                                         \
+/* Writes the accumulators of R rows (c0: columns 0..15, c1: 16..31 of each
+ * row); STORE_ROW is store_row or store_row_bf16 (by the kernel's ISA). The
+ * full-width path is inline code only (see fin_t.es). */
+#define FINISH(f, c0, c1, STORE_ROW, R)                                                      \
   do {                                                                                       \
     const hpu_gemm_t *g_ = (f)->g;                                                           \
-    if ((f)->mr == MR && (f)->nr == NR && g_->ccs == 1) {                                    \
-      int64_t es_ = (int64_t)hpu_dtype_size(g_->dt);                                         \
-      char *cb_ = (char *)g_->c + ((f)->i0 * g_->crs + (f)->j0) * es_;                       \
+    if ((f)->nr == NR && g_->ccs == 1) {                                                     \
+      int64_t es_ = (f)->es, rs_ = g_->crs * es_;                                            \
+      hpu_dtype_t dt_ = g_->dt;                                                              \
+      char *row_ = (char *)g_->c + ((f)->i0 * g_->crs + (f)->j0) * es_;                      \
       __m512 va_ = _mm512_set1_ps(g_->alpha), vb_ = _mm512_set1_ps(g_->beta);                \
       int beta_ = g_->beta != 0;                                                             \
-      _Pragma("GCC unroll 12") for (int i_ = 0; i_ < MR; i_++) {                             \
-        char *row_ = cb_ + i_ * g_->crs * es_;                                               \
+      _Pragma("GCC unroll 12") for (int i_ = 0; i_ < (R); i_++) {                            \
         __m512 v0_ = _mm512_mul_ps(va_, c0[i_]), v1_ = _mm512_mul_ps(va_, c1[i_]);           \
         if (beta_) {                                                                         \
-          v0_ = _mm512_fmadd_ps(vb_, hpu_load16_f32(row_, g_->dt, 0xffff), v0_);             \
-          v1_ = _mm512_fmadd_ps(vb_, hpu_load16_f32(row_ + 16 * es_, g_->dt, 0xffff), v1_);  \
+          v0_ = _mm512_fmadd_ps(vb_, hpu_load16_f32(row_, dt_, 0xffff), v0_);                \
+          v1_ = _mm512_fmadd_ps(vb_, hpu_load16_f32(row_ + 16 * es_, dt_, 0xffff), v1_);     \
         }                                                                                    \
-        STORE_ROW(row_, g_->dt, es_, v0_, v1_);                                              \
+        STORE_ROW(row_, dt_, es_, v0_, v1_);                                                 \
+        row_ += rs_;                                                                         \
       }                                                                                      \
     } else {                                                                                 \
-      _Pragma("GCC unroll 12") for (int i_ = 0; i_ < MR; i_++) {                             \
+      _Pragma("GCC unroll 12") for (int i_ = 0; i_ < (R); i_++) {                            \
         _mm512_storeu_ps((f)->tile + i_ * NR, c0[i_]);                                       \
         _mm512_storeu_ps((f)->tile + i_ * NR + 16, c1[i_]);                                  \
       }                                                                                      \
-      epilogue(g_, (f)->tile, (f)->i0, (f)->j0, (f)->mr, (f)->nr);                          \
+      epilogue(g_, (f)->tile, (f)->i0, (f)->j0, (R), (f)->nr);                               \
     }                                                                                        \
   } while (0)
 
 /* Starts from zero (first k block) or from the partial sums in f->acc. */
-#define INIT(f, c0, c1)                                                                      \
+#define INIT(f, c0, c1, R)                                                                   \
   do {                                                                                       \
     if ((f)->first) {                                                                        \
-      _Pragma("GCC unroll 12") for (int i_ = 0; i_ < MR; i_++) c0[i_] = c1[i_] = _mm512_setzero_ps(); \
+      _Pragma("GCC unroll 12") for (int i_ = 0; i_ < (R); i_++) c0[i_] = c1[i_] = _mm512_setzero_ps(); \
     } else {                                                                                 \
-      _Pragma("GCC unroll 12") for (int i_ = 0; i_ < MR; i_++) {                             \
+      _Pragma("GCC unroll 12") for (int i_ = 0; i_ < (R); i_++) {                            \
         c0[i_] = _mm512_loadu_ps((f)->acc + i_ * NR);                                        \
         c1[i_] = _mm512_loadu_ps((f)->acc + i_ * NR + 16);                                   \
       }                                                                                      \
     }                                                                                        \
   } while (0)
 
-#define SAVE(f, c0, c1)                                                                      \
+#define SAVE(f, c0, c1, R)                                                                   \
   do {                                                                                       \
-    _Pragma("GCC unroll 12") for (int i_ = 0; i_ < MR; i_++) {                               \
+    _Pragma("GCC unroll 12") for (int i_ = 0; i_ < (R); i_++) {                              \
       _mm512_storeu_ps((f)->acc + i_ * NR, c0[i_]);                                          \
       _mm512_storeu_ps((f)->acc + i_ * NR + 16, c1[i_]);                                     \
     }                                                                                        \
@@ -261,15 +271,23 @@ static inline float ldf32(const void *p) {
   return v;
 }
 
+/* Kernel bodies for R rows (R a constant after inlining, so the row loops
+ * unroll and the accumulator arrays live in registers); instantiated for
+ * R = MR and for every bottom-edge height below, which used to run the full
+ * MR-row kernel on a zero-padded packed panel and store through the fp32
+ * tile (8 of BERT's 128-row attention products' rows). */
+#define BODY __attribute__((always_inline)) inline
+
 /* bf16, A packed as [kp][MR] pairs. */
-ATTR_BF16 static void ukr_bf16_packed(int64_t kp, const uint32_t *A, const uint32_t *B, const fin_t *f) {
+ATTR_BF16 static BODY void bf16_packed_body(const int R, int64_t kp, const uint32_t *A, const uint32_t *B,
+                                            const fin_t *f) {
   __m512 c0[MR], c1[MR];
-  INIT(f, c0, c1);
+  INIT(f, c0, c1, R);
   for (int64_t p = 0; p < kp; p++) {
     __m512bh b0 = (__m512bh)_mm512_loadu_si512(B);
     __m512bh b1 = (__m512bh)_mm512_loadu_si512(B + 16);
 #pragma GCC unroll 12
-    for (int i = 0; i < MR; i++) {
+    for (int i = 0; i < R; i++) {
       __m512bh a = (__m512bh)_mm512_set1_epi32((int)A[i]);
       c0[i] = _mm512_dpbf16_ps(c0[i], a, b0);
       c1[i] = _mm512_dpbf16_ps(c1[i], a, b1);
@@ -277,19 +295,21 @@ ATTR_BF16 static void ukr_bf16_packed(int64_t kp, const uint32_t *A, const uint3
     A += MR;
     B += NR;
   }
-  if (f->last) FINISH(f, c0, c1, store_row_bf16);
-  else SAVE(f, c0, c1);
+  if (f->last) FINISH(f, c0, c1, store_row_bf16, R);
+  else SAVE(f, c0, c1, R);
 }
 
-/* bf16, A read in place: MR rows `lda` elements apart, unit column stride.
+/* bf16, A read in place: R rows `lda` elements apart, unit column stride.
  * k/2 full pairs, then (odd k) the last element alone, so nothing past a
- * row's end is read. */
-ATTR_BF16 static void ukr_bf16_direct(int64_t k, const uint16_t *A, int64_t lda, const uint32_t *B,
-                                      const fin_t *f) {
+ * row's end is read. Rows by threes from four bases (base + 0, L, 2L are
+ * plain addressing modes). */
+ATTR_BF16 static BODY void bf16_direct_body(const int R, int64_t k, const uint16_t *A, int64_t lda,
+                                            const uint32_t *B, const fin_t *f) {
   __m512 c0[MR], c1[MR];
-  INIT(f, c0, c1);
-  const char *r0 = (const char *)A, *r3 = r0 + 6 * lda, *r6 = r0 + 12 * lda, *r9 = r0 + 18 * lda;
+  INIT(f, c0, c1, R);
   int64_t L = 2 * lda; /* bytes */
+  const char *r0 = (const char *)A;
+  const char *r3 = R > 3 ? r0 + 3 * L : r0, *r6 = R > 6 ? r0 + 6 * L : r0, *r9 = R > 9 ? r0 + 9 * L : r0;
   int64_t kf = k / 2;
   for (int64_t p = 0; p < kf; p++) {
     __m512bh b0 = (__m512bh)_mm512_loadu_si512(B);
@@ -297,7 +317,7 @@ ATTR_BF16 static void ukr_bf16_direct(int64_t k, const uint16_t *A, int64_t lda,
     const char *rows[MR] = {r0, r0 + L, r0 + 2 * L, r3, r3 + L, r3 + 2 * L,
                             r6, r6 + L, r6 + 2 * L, r9, r9 + L, r9 + 2 * L};
 #pragma GCC unroll 12
-    for (int i = 0; i < MR; i++) {
+    for (int i = 0; i < R; i++) {
       __m512bh a = (__m512bh)_mm512_set1_epi32((int)ld32(rows[i]));
       c0[i] = _mm512_dpbf16_ps(c0[i], a, b0);
       c1[i] = _mm512_dpbf16_ps(c1[i], a, b1);
@@ -314,7 +334,7 @@ ATTR_BF16 static void ukr_bf16_direct(int64_t k, const uint16_t *A, int64_t lda,
     const char *rows[MR] = {r0, r0 + L, r0 + 2 * L, r3, r3 + L, r3 + 2 * L,
                             r6, r6 + L, r6 + 2 * L, r9, r9 + L, r9 + 2 * L};
 #pragma GCC unroll 12
-    for (int i = 0; i < MR; i++) {
+    for (int i = 0; i < R; i++) {
       uint16_t h;
       memcpy(&h, rows[i], 2);
       __m512bh a = (__m512bh)_mm512_set1_epi32((int)h);
@@ -322,18 +342,19 @@ ATTR_BF16 static void ukr_bf16_direct(int64_t k, const uint16_t *A, int64_t lda,
       c1[i] = _mm512_dpbf16_ps(c1[i], a, b1);
     }
   }
-  if (f->last) FINISH(f, c0, c1, store_row_bf16);
-  else SAVE(f, c0, c1);
+  if (f->last) FINISH(f, c0, c1, store_row_bf16, R);
+  else SAVE(f, c0, c1, R);
 }
 
-/* fp32 FMA; A either packed [k][MR] (lda == 0) or fp32 rows in place. */
-ATTR_512 static void ukr_f32_packed(int64_t k, const float *A, const float *B, const fin_t *f) {
+/* fp32 FMA; A either packed [k][MR] or fp32 rows in place. */
+ATTR_512 static BODY void f32_packed_body(const int R, int64_t k, const float *A, const float *B,
+                                          const fin_t *f) {
   __m512 c0[MR], c1[MR];
-  INIT(f, c0, c1);
+  INIT(f, c0, c1, R);
   for (int64_t p = 0; p < k; p++) {
     __m512 b0 = _mm512_loadu_ps(B), b1 = _mm512_loadu_ps(B + 16);
 #pragma GCC unroll 12
-    for (int i = 0; i < MR; i++) {
+    for (int i = 0; i < R; i++) {
       __m512 a = _mm512_set1_ps(A[i]);
       c0[i] = _mm512_fmadd_ps(a, b0, c0[i]);
       c1[i] = _mm512_fmadd_ps(a, b1, c1[i]);
@@ -341,21 +362,23 @@ ATTR_512 static void ukr_f32_packed(int64_t k, const float *A, const float *B, c
     A += MR;
     B += NR;
   }
-  if (f->last) FINISH(f, c0, c1, store_row);
-  else SAVE(f, c0, c1);
+  if (f->last) FINISH(f, c0, c1, store_row, R);
+  else SAVE(f, c0, c1, R);
 }
 
-ATTR_512 static void ukr_f32_direct(int64_t k, const float *A, int64_t lda, const float *B, const fin_t *f) {
+ATTR_512 static BODY void f32_direct_body(const int R, int64_t k, const float *A, int64_t lda, const float *B,
+                                          const fin_t *f) {
   __m512 c0[MR], c1[MR];
-  INIT(f, c0, c1);
-  const char *r0 = (const char *)A, *r3 = r0 + 12 * lda, *r6 = r0 + 24 * lda, *r9 = r0 + 36 * lda;
-  int64_t L = 4 * lda;
+  INIT(f, c0, c1, R);
+  int64_t L = 4 * lda; /* bytes */
+  const char *r0 = (const char *)A;
+  const char *r3 = R > 3 ? r0 + 3 * L : r0, *r6 = R > 6 ? r0 + 6 * L : r0, *r9 = R > 9 ? r0 + 9 * L : r0;
   for (int64_t p = 0; p < k; p++) {
     __m512 b0 = _mm512_loadu_ps(B), b1 = _mm512_loadu_ps(B + 16);
     const char *rows[MR] = {r0, r0 + L, r0 + 2 * L, r3, r3 + L, r3 + 2 * L,
                             r6, r6 + L, r6 + 2 * L, r9, r9 + L, r9 + 2 * L};
 #pragma GCC unroll 12
-    for (int i = 0; i < MR; i++) {
+    for (int i = 0; i < R; i++) {
       __m512 a = _mm512_set1_ps(ldf32(rows[i]));
       c0[i] = _mm512_fmadd_ps(a, b0, c0[i]);
       c1[i] = _mm512_fmadd_ps(a, b1, c1[i]);
@@ -366,9 +389,54 @@ ATTR_512 static void ukr_f32_direct(int64_t k, const float *A, int64_t lda, cons
     r9 += 4;
     B += NR;
   }
-  if (f->last) FINISH(f, c0, c1, store_row);
-  else SAVE(f, c0, c1);
+  if (f->last) FINISH(f, c0, c1, store_row, R);
+  else SAVE(f, c0, c1, R);
 }
+
+typedef void (*ukr_bf16_packed_t)(int64_t, const uint32_t *, const uint32_t *, const fin_t *);
+typedef void (*ukr_bf16_direct_t)(int64_t, const uint16_t *, int64_t, const uint32_t *, const fin_t *);
+typedef void (*ukr_f32_packed_t)(int64_t, const float *, const float *, const fin_t *);
+typedef void (*ukr_f32_direct_t)(int64_t, const float *, int64_t, const float *, const fin_t *);
+
+#define KERNELS(R)                                                                                    \
+  ATTR_BF16 static void ukr_bf16_packed_##R(int64_t kp, const uint32_t *A, const uint32_t *B,        \
+                                            const fin_t *f) {                                         \
+    bf16_packed_body(R, kp, A, B, f);                                                                 \
+  }                                                                                                   \
+  ATTR_BF16 static void ukr_bf16_direct_##R(int64_t k, const uint16_t *A, int64_t lda, const uint32_t *B, \
+                                            const fin_t *f) {                                         \
+    bf16_direct_body(R, k, A, lda, B, f);                                                             \
+  }                                                                                                   \
+  ATTR_512 static void ukr_f32_packed_##R(int64_t k, const float *A, const float *B, const fin_t *f) { \
+    f32_packed_body(R, k, A, B, f);                                                                   \
+  }                                                                                                   \
+  ATTR_512 static void ukr_f32_direct_##R(int64_t k, const float *A, int64_t lda, const float *B,    \
+                                          const fin_t *f) {                                           \
+    f32_direct_body(R, k, A, lda, B, f);                                                              \
+  }
+
+KERNELS(1)
+KERNELS(2)
+KERNELS(3)
+KERNELS(4)
+KERNELS(5)
+KERNELS(6)
+KERNELS(7)
+KERNELS(8)
+KERNELS(9)
+KERNELS(10)
+KERNELS(11)
+KERNELS(12)
+
+/* By row count (index mr, 1..MR). */
+#define ROWS_TABLE(kind)                                                                        \
+  {NULL,          ukr_##kind##_1, ukr_##kind##_2, ukr_##kind##_3, ukr_##kind##_4, ukr_##kind##_5, \
+   ukr_##kind##_6, ukr_##kind##_7, ukr_##kind##_8, ukr_##kind##_9, ukr_##kind##_10,                \
+   ukr_##kind##_11, ukr_##kind##_12}
+static const ukr_bf16_packed_t ukr_bf16_packed[MR + 1] = ROWS_TABLE(bf16_packed);
+static const ukr_bf16_direct_t ukr_bf16_direct[MR + 1] = ROWS_TABLE(bf16_direct);
+static const ukr_f32_packed_t ukr_f32_packed[MR + 1] = ROWS_TABLE(f32_packed);
+static const ukr_f32_direct_t ukr_f32_direct[MR + 1] = ROWS_TABLE(f32_direct);
 
 /* Packing ------------------------------------------------------------------- */
 
@@ -693,6 +761,7 @@ static void run_block(const plan_t *P, const hpu_gemm_t *g, int64_t i0, int64_t 
   f.g = g;
   f.tile = (float *)(scr + P->toff);
   int64_t kp = P->kp, es = (int64_t)hpu_dtype_size(g->dt);
+  f.es = es;
   int bf = P->kernel == HPU_GEMM_BF16DOT;
   for (int64_t jc = j0; jc < j1; jc += P->nc) {
     int64_t ncur = j1 - jc < P->nc ? j1 - jc : P->nc, npan = (ncur + NR - 1) / NR;
@@ -703,7 +772,8 @@ static void run_block(const plan_t *P, const hpu_gemm_t *g, int64_t i0, int64_t 
     }
     for (int64_t ip = i0; ip < i1; ip += MR) {
       int64_t mr = i1 - ip < MR ? i1 - ip : MR;
-      int direct = P->adirect && mr == MR && !P->apre;
+      /* the bottom edge too: its kernel reads only its mr rows */
+      int direct = P->adirect && !P->apre;
       const char *arow = (const char *)g->a + ip * g->ars * es;
       if (P->apre) {
         apack = P->apre + ip / MR * kp * MR;
@@ -728,13 +798,13 @@ static void run_block(const plan_t *P, const hpu_gemm_t *g, int64_t i0, int64_t 
           if (bf) {
             if (direct) {
               int64_t kel = f.last ? g->k - 2 * kb : 2 * kcur;
-              ukr_bf16_direct(kel, (const uint16_t *)arow + 2 * kb, g->ars, bp, &f);
+              ukr_bf16_direct[mr](kel, (const uint16_t *)arow + 2 * kb, g->ars, bp, &f);
             } else {
-              ukr_bf16_packed(kcur, apack + kb * MR, bp, &f);
+              ukr_bf16_packed[mr](kcur, apack + kb * MR, bp, &f);
             }
           } else {
-            if (direct) ukr_f32_direct(kcur, (const float *)arow + kb, g->ars, (const float *)bp, &f);
-            else ukr_f32_packed(kcur, (const float *)apack + kb * MR, (const float *)bp, &f);
+            if (direct) ukr_f32_direct[mr](kcur, (const float *)arow + kb, g->ars, (const float *)bp, &f);
+            else ukr_f32_packed[mr](kcur, (const float *)apack + kb * MR, (const float *)bp, &f);
           }
         }
       }
