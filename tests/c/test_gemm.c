@@ -231,6 +231,39 @@ static void test_blocks(void) {
   hpu_set_num_threads(saved);
 }
 
+/* Bottom-edge heights: every m mod 12 (each row count has its own kernel,
+ * reading A in place or from a packed panel), on fp32 and bf16 with each
+ * kernel, against the double loop: odd k, k over one k block (partial sums
+ * of the edge rows), column edges, transposed A and B, alpha/beta through
+ * the direct store, and batches run one product per thread. */
+static void test_row_edges(void) {
+  static const int ks[] = {7, 401};
+  static const struct {
+    int kernel;
+    hpu_dtype_t dt;
+  } kk[] = {{HPU_GEMM_F32FMA, HPU_FLOAT32}, {HPU_GEMM_BF16DOT, HPU_BFLOAT16}, {HPU_GEMM_F32FMA, HPU_BFLOAT16}};
+  int saved = hpu_get_num_threads();
+  hpu_set_num_threads(2);
+  for (size_t q = 0; q < sizeof kk / sizeof kk[0]; q++) {
+    int old = hpu_gemm_force(kk[q].kernel);
+    case_fails = 0;
+    for (int m = 2; m <= 26 && case_fails <= 4; m++)
+      for (int ki = 0; ki < 2; ki++)
+        for (int ta = 0; ta < 2; ta++) {
+          mm_case_t c = {1, m, m % 3 == 0 ? 45 : 64, ks[ki], ta, (m + ki) & 1, 1, 0, 0, 1.0f, 0.0f};
+          if (m % 4 == 1) { /* bias with beta, alpha */
+            c.bias = 1;
+            c.alpha = 2.0f;
+            c.beta = 0.5f;
+          }
+          if (m % 5 == 2) c.bt = 4;
+          check(&c, kk[q].dt, (m + ta) & 1);
+        }
+    hpu_gemm_force(old);
+  }
+  hpu_set_num_threads(saved);
+}
+
 /* Rounding of the result happens once: bf16 output of a sum that is exact in
  * fp32 but not in bf16 (1 + 2^-9 + 2^-9 ... rounds to 1 only at the end). */
 static void test_round_once(void) {
@@ -307,6 +340,7 @@ int main(void) {
   CU_add_test(s, "bf16 dot bfloat16", test_dot_bf16);
   CU_add_test(s, "blas/convert path", test_old_path);
   CU_add_test(s, "batches and blocks", test_blocks);
+  CU_add_test(s, "row edges", test_row_edges);
   CU_add_test(s, "round once", test_round_once);
   CU_add_test(s, "nan/inf", test_nan_inf);
   CU_basic_set_mode(CU_BRM_VERBOSE);
