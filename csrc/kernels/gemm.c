@@ -508,14 +508,23 @@ static const uint16_t pair_lo[32] = {0,  32, 1,  33, 2,  34, 3,  35, 4,  36, 5, 
 ATTR_512 static void pack_a_bf16(const hpu_gemm_t *g, int64_t i0, int64_t mr, uint32_t *dst) {
   const uint16_t *a = g->a;
   int64_t k = g->k, kp = (k + 1) / 2, rs = g->ars, cs = g->acs;
-  if (rs == 1 && cs != 1) { /* transposed: rows 2p, 2p+1 of memory are contiguous over i */
+  if (rs == 1 && cs != 1) {
+    /* transposed: rows 2p, 2p+1 of memory are contiguous over i; one
+     * VPERMT2W interleaves their 12 elements into the panel's 12 pairs
+     * (instead of two widenings, a shift and an OR). Only the low 16
+     * elements of each source are selected. */
     __mmask16 mk = mask16(mr);
-    for (int64_t p = 0; p < kp; p++) {
-      const uint16_t *q0 = a + 2 * p * cs + i0;
-      __m512i lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mk, q0));
-      __m512i hi = 2 * p + 1 < k ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mk, q0 + cs))
-                                 : _mm512_setzero_si512();
-      _mm512_mask_storeu_epi32(dst + p * MR, 0xfff, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+    __m512i ilo = _mm512_loadu_si512(pair_lo);
+    const uint16_t *q = a + i0;
+    int64_t kf = k / 2;
+    for (int64_t p = 0; p < kf; p++, q += 2 * cs) {
+      __m512i x0 = _mm512_castsi256_si512(_mm256_maskz_loadu_epi16(mk, q));
+      __m512i x1 = _mm512_castsi256_si512(_mm256_maskz_loadu_epi16(mk, q + cs));
+      _mm512_mask_storeu_epi32(dst + p * MR, 0xfff, _mm512_permutex2var_epi16(x0, ilo, x1));
+    }
+    if (k & 1) { /* the last row pairs with 0 */
+      __m512i x0 = _mm512_castsi256_si512(_mm256_maskz_loadu_epi16(mk, q));
+      _mm512_mask_storeu_epi32(dst + kf * MR, 0xfff, _mm512_permutex2var_epi16(x0, ilo, _mm512_setzero_si512()));
     }
     return;
   }
