@@ -34,8 +34,9 @@
  *
  * Dispatch (hpu_gemm_choose), from measurements on a 2-core AVX-512 EPYC
  * (Zen 4) with OpenBLAS 0.3.21 pinned to OPENBLAS_CORETYPE=Haswell:
- *  - bfloat16: BF16DOT when the CPU has AVX512_BF16, else F32FMA (AVX-512),
- *    else matmul.c's convert + sgemm path;
+ *  - bfloat16: AMXBF16 (section AMX below) when the CPU has AMX_BF16 and A
+ *    has a unit stride, else BF16DOT when it has AVX512_BF16, else
+ *    F32FMA (AVX-512), else matmul.c's convert + sgemm path;
  *  - float16: F32FMA on AVX-512 (no full-size conversion copies);
  *  - float32: ours except tiny and matrix-vector shapes (f32_rule below). */
 #include "kernels/gemm.h"
@@ -46,6 +47,8 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <cpuid.h>
 #include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #endif
 
 #include "hpu/device.h"
@@ -104,10 +107,14 @@ int hpu_gemm_choose(const hpu_gemm_t *g) {
   if (g->m <= 0 || g->n <= 0 || g->k <= 0) return HPU_GEMM_NONE;
   if (hpu_kernels_isa() < HPU_ISA_AVX512) return HPU_GEMM_NONE;
   int f = atomic_load(&forced);
+  int amx = g->dt == HPU_BFLOAT16 && (g->acs == 1 || g->ars == 1 || g->k == 1) && hpu_gemm_have_amx();
+  if (f == HPU_GEMM_AMXBF16 && !amx) f = HPU_GEMM_BF16DOT;
   if (f == HPU_GEMM_BF16DOT && (g->dt != HPU_BFLOAT16 || !hpu_gemm_have_bf16dot())) f = HPU_GEMM_F32FMA;
   if (f != HPU_GEMM_AUTO) return f;
   switch (g->dt) {
-    case HPU_BFLOAT16: return hpu_gemm_have_bf16dot() ? HPU_GEMM_BF16DOT : HPU_GEMM_F32FMA;
+    case HPU_BFLOAT16:
+      if (amx) return HPU_GEMM_AMXBF16;
+      return hpu_gemm_have_bf16dot() ? HPU_GEMM_BF16DOT : HPU_GEMM_F32FMA;
     case HPU_FLOAT16: return HPU_GEMM_F32FMA;
     case HPU_FLOAT32: return f32_rule(g);
     default: return HPU_GEMM_NONE;
@@ -882,7 +889,216 @@ static void batch_range(void *ctx, int64_t begin, int64_t end) {
 /* Share of the threads' time doing useful work when u units go to nt parts. */
 static double balance(int64_t u, int nt) { return (double)u / (double)(nt * ((u + nt - 1) / nt)); }
 
+/* AMX ----------------------------------------------------------------------- */
+
+/* AMX_BF16 (Sapphire Rapids and later): TDPBF16PS multiplies a 16 x 32 bf16
+ * A tile by a 16-pair x 16-column B tile (the same pair layout as the
+ * BF16DOT panels) into a 16 x 16 fp32 tile. On the 2-core Xeon this was
+ * measured on (a Xeon with 2 MB L2 per core), one core ran ~900 GFLOP/s
+ * of it in a 4-tile loop while the machine was loaded by other jobs; the
+ * VDPBF16PS kernels above ran ~100 GFLOP/s per product at the same time,
+ * and torch's oneDNN uses AMX: bf16 ratios of 0.1-0.2 without it.
+ *
+ * Layout: C in 32 x 32 blocks (tmm0..3), A rows packed into a zero-padded
+ * [32][kpad] bf16 block (tmm4, 5: rows 0..15 and 16..31), B in the [kp][32]
+ * pair panels of pack_b_bf16 padded to kpad / 2 pairs (tmm6, 7: columns
+ * 0..15 and 16..31, 128-byte rows); kpad = k rounded up to 32. Each block
+ * goes through a 32 x 32 fp32 tile to epilogue (alpha, beta, C's dtype and
+ * strides, edges). A with unit column stride has its rows copied as they
+ * are, a transposed A (unit row stride) is transposed into the block
+ * (amx_pack_a_t); any other A takes the kernels above. */
+
+#define AMX_KB 32 /* k elements per A tile row */
+
+static int amx_cpu(void) {
+  unsigned a, b, c, d;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
+  if (!((d >> 22) & 1) || !((d >> 24) & 1)) return 0; /* AMX-BF16, AMX-TILE */
+  /* Linux hands out the 8 KB tile state only on request (per process) */
+  return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */) == 0;
+}
+
+int hpu_gemm_have_amx(void) {
+  static _Atomic int have = -1;
+  int h = atomic_load(&have);
+  if (h < 0) {
+    h = amx_cpu();
+    atomic_store(&have, h);
+  }
+  return h && hpu_kernels_isa() >= HPU_ISA_AVX512;
+}
+
+typedef struct {
+  uint8_t palette, start_row, reserved[14];
+  uint16_t colsb[16];
+  uint8_t rows[16];
+} amx_cfg_t;
+
+typedef struct {
+  const hpu_gemm_t *g;
+  int64_t nbatch;
+  const int64_t *offs;
+  int64_t parts;     /* column parts per product */
+  int64_t kpad, nc;  /* padded k; columns per packed B chunk (multiple of 32) */
+  char *scratch; /* nwork blocks of per bytes */
+  size_t per;
+  int nwork;
+  _Atomic int nextw;
+  _Atomic int64_t next;
+} amx_plan_t;
+
+/* Rows [i0, i0 + mr) of a transposed A (unit row stride) into the [32][kpad]
+ * block: VPERMT2W pairs memory rows 2p and 2p+1 (16 rows' pairs of k
+ * elements 2p, 2p+1 in a vector), and a 16 x 16 transpose of those 32-bit
+ * pairs turns 16 such vectors into 16 pairs of each of 16 rows. */
+ATTR_512 static void amx_pack_a_t(const hpu_gemm_t *g, int64_t i0, int64_t mr, int64_t kpad, uint16_t *ab) {
+  const uint16_t *a = g->a;
+  int64_t k = g->k, cs = g->acs;
+  __m512i ilo = _mm512_loadu_si512(pair_lo), z = _mm512_setzero_si512();
+  for (int64_t ig = 0; ig < 32; ig += 16) {
+    if (ig >= mr) {
+      memset(ab + ig * kpad, 0, (size_t)(16 * kpad) * 2);
+      continue;
+    }
+    __mmask16 mk = mask16(mr - ig);
+    const uint16_t *col = a + i0 + ig;
+    for (int64_t q0 = 0; q0 < kpad / 2; q0 += 16) {
+      __m512i r[16];
+      for (int q = 0; q < 16; q++) {
+        int64_t l = 2 * (q0 + q);
+        __m512i x0 = l < k ? _mm512_castsi256_si512(_mm256_maskz_loadu_epi16(mk, col + l * cs)) : z;
+        __m512i x1 = l + 1 < k ? _mm512_castsi256_si512(_mm256_maskz_loadu_epi16(mk, col + (l + 1) * cs)) : z;
+        r[q] = _mm512_permutex2var_epi16(x0, ilo, x1);
+      }
+      tr16(r);
+      for (int j = 0; j < 16; j++) _mm512_storeu_si512(ab + (ig + j) * kpad + 2 * q0, r[j]);
+    }
+  }
+}
+
+__attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
+static void amx_part(const amx_plan_t *P, const hpu_gemm_t *g, int64_t j0, int64_t j1, char *scr) {
+  int64_t kpad = P->kpad, kp = (g->k + 1) / 2, kq = kpad / 2;
+  uint16_t *ab = (uint16_t *)scr;                          /* [32][kpad] */
+  float *tile = (float *)(scr + 32 * kpad * 2);            /* [32][32] */
+  uint32_t *bb = (uint32_t *)(scr + 32 * kpad * 2 + 4096); /* chunk of [kq][32] panels */
+  const uint16_t *a = g->a;
+  for (int64_t jc = j0; jc < j1; jc += P->nc) {
+    int64_t ncur = j1 - jc < P->nc ? j1 - jc : P->nc, npan = (ncur + 31) / 32;
+    for (int64_t jp = 0; jp < npan; jp++) {
+      uint32_t *dst = bb + jp * kq * 32;
+      int64_t cols = ncur - jp * 32 < 32 ? ncur - jp * 32 : 32;
+      pack_b_bf16(g, jc + jp * 32, cols, dst);
+      memset(dst + kp * 32, 0, (size_t)(kq - kp) * 32 * 4);
+    }
+    for (int64_t i0 = 0; i0 < g->m; i0 += 32) {
+      int64_t mr = g->m - i0 < 32 ? g->m - i0 : 32;
+      if (g->acs != 1 && g->k > 1) {
+        amx_pack_a_t(g, i0, mr, kpad, ab);
+      } else {
+        for (int64_t i = 0; i < 32; i++) {
+          uint16_t *row = ab + i * kpad;
+          if (i < mr) {
+            memcpy(row, a + (i0 + i) * g->ars, (size_t)g->k * 2);
+            memset(row + g->k, 0, (size_t)(kpad - g->k) * 2);
+          } else {
+            memset(row, 0, (size_t)kpad * 2);
+          }
+        }
+      }
+      for (int64_t jp = 0; jp < npan; jp++) {
+        const uint32_t *bp = bb + jp * kq * 32;
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_zero(2);
+        _tile_zero(3);
+        for (int64_t kb = 0; kb < kpad; kb += AMX_KB) {
+          _tile_loadd(4, ab + kb, kpad * 2);
+          _tile_loadd(5, ab + 16 * kpad + kb, kpad * 2);
+          _tile_loadd(6, bp + kb / 2 * 32, 128);
+          _tile_loadd(7, bp + kb / 2 * 32 + 16, 128);
+          _tile_dpbf16ps(0, 4, 6);
+          _tile_dpbf16ps(1, 4, 7);
+          _tile_dpbf16ps(2, 5, 6);
+          _tile_dpbf16ps(3, 5, 7);
+        }
+        _tile_stored(0, tile, 128);
+        _tile_stored(1, tile + 16, 128);
+        _tile_stored(2, tile + 16 * 32, 128);
+        _tile_stored(3, tile + 16 * 32 + 16, 128);
+        int64_t nr = ncur - jp * 32 < 32 ? ncur - jp * 32 : 32;
+        epilogue(g, tile, i0, jc + jp * 32, (int)mr, (int)nr);
+      }
+    }
+  }
+}
+
+__attribute__((target("amx-tile,amx-bf16"))) static void amx_range(void *ctx, int64_t begin, int64_t end) {
+  (void)begin;
+  (void)end;
+  amx_plan_t *P = ctx;
+  const hpu_gemm_t *g = P->g;
+  int64_t np = (g->n + 31) / 32;
+  int w0 = atomic_fetch_add(&P->nextw, 1);
+  char *own = NULL, *scr = P->scratch + (size_t)w0 * P->per;
+  if (w0 >= P->nwork) { /* the pool grew since the plan was made */
+    scr = own = aligned_alloc(64, P->per);
+    if (!own) abort();
+  }
+  amx_cfg_t cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.palette = 1;
+  for (int t = 0; t < 8; t++) {
+    cfg.rows[t] = 16;
+    cfg.colsb[t] = 64;
+  }
+  _tile_loadconfig(&cfg);
+  for (int64_t w = atomic_fetch_add(&P->next, 1); w < P->nbatch * P->parts; w = atomic_fetch_add(&P->next, 1)) {
+    int64_t bi = w / P->parts, t = w % P->parts;
+    int64_t u0 = np * t / P->parts, u1 = np * (t + 1) / P->parts;
+    if (u0 == u1) continue;
+    hpu_gemm_t gb = batch_view(g, P->offs, bi);
+    amx_part(P, &gb, u0 * 32, u1 * 32 < g->n ? u1 * 32 : g->n, scr);
+  }
+  _tile_release();
+  free(own);
+}
+
+static int amx_run(const hpu_gemm_t *g, int64_t nbatch, const int64_t *offs) {
+  amx_plan_t P;
+  memset(&P, 0, sizeof P);
+  P.g = g;
+  P.nbatch = nbatch;
+  P.offs = offs;
+  P.kpad = (g->k + AMX_KB - 1) / AMX_KB * AMX_KB;
+  int nt = hpu_get_num_threads();
+  if (nt < 1) nt = 1;
+  int64_t np = (g->n + 31) / 32;
+  /* whole products per thread when there are enough of them, else columns */
+  P.parts = nbatch >= 2 * nt ? 1 : (np < nt ? np : nt);
+  if (P.parts < 1) P.parts = 1;
+  /* packed B chunks of ~1 MB (half of this Xeon's 2 MB L2) */
+  int64_t pan = P.kpad / 2 * 128;
+  P.nc = (1024 * 1024) / pan * 32;
+  if (P.nc < 32) P.nc = 32;
+  int64_t cap = (np + P.parts - 1) / P.parts * 32;
+  if (P.nc > cap) P.nc = cap;
+  double flops = 2.0 * (double)g->m * (double)g->n * (double)g->k * (double)nbatch;
+  int64_t work = nbatch * P.parts;
+  int serial = nt == 1 || flops < 2e6 || work == 1;
+  P.nwork = serial ? 1 : (work < nt ? (int)work : nt);
+  P.per = ((size_t)(32 * P.kpad * 2 + 4096) + (size_t)(P.nc / 32) * (size_t)(P.kpad / 2) * 128 + 63) / 64 * 64;
+  int slot;
+  P.scratch = scratch_get(P.per * (size_t)P.nwork, &slot);
+  if (!P.scratch) return -1; /* nothing written */
+  if (serial) amx_range(&P, 0, 1);
+  else hpu_parallel_for(P.nwork, 1, amx_range, &P);
+  scratch_put(P.scratch, slot);
+  return 0;
+}
+
 int hpu_gemm_run_batched(const hpu_gemm_t *g, int kernel, int64_t nbatch, const int64_t *offs) {
+  if (kernel == HPU_GEMM_AMXBF16) return amx_run(g, nbatch, offs);
   plan_t P;
   memset(&P, 0, sizeof P);
   P.g = g;
@@ -1003,6 +1219,7 @@ int hpu_gemm_run(const hpu_gemm_t *g, int kernel) { return hpu_gemm_run_batched(
 #else /* no x86 clones: matmul.c's path for everything */
 
 int hpu_gemm_have_bf16dot(void) { return 0; }
+int hpu_gemm_have_amx(void) { return 0; }
 int hpu_gemm_choose(const hpu_gemm_t *g) {
   (void)g;
   return HPU_GEMM_NONE;
