@@ -12,12 +12,14 @@
  *    AVX512_BF16 and the fp16 path.
  * A is read in place when it has unit column stride (and stays in L2 or is
  * read once): the kernel broadcasts each row's pair straight from memory,
- * so only edge panels and transposed A are packed. The kernel keeps 24 zmm
- * accumulators over a k block of <= 192 steps (A block 9 KB + B block 24 KB
+ * bottom-edge panels included, and transposed A is packed. The kernel
+ * keeps 24 zmm accumulators over a k block of <= 192 steps (A block 9 KB + B block 24 KB
  * in the 48 KB L1), parks partial sums in a small fp32 buffer between k
  * blocks, and writes full tiles of a row-major C straight from the
  * registers (alpha * acc + beta * C, rounded once to C's dtype: fp32
- * accumulation, as PyTorch's CPU); edge tiles go through an fp32 tile.
+ * accumulation, as PyTorch's CPU); the R < MR rows of the bottom edge have
+ * kernels of their own (R accumulator pairs, same store), column-edge
+ * tiles and strided C go through an fp32 tile.
  *
  * Threads: one parallel region per product. The output is cut into up to
  * 4 parts per thread by columns (each part packs only its own B panels,
@@ -32,8 +34,9 @@
  *
  * Dispatch (hpu_gemm_choose), from measurements on a 2-core AVX-512 EPYC
  * (Zen 4) with OpenBLAS 0.3.21 pinned to OPENBLAS_CORETYPE=Haswell:
- *  - bfloat16: BF16DOT when the CPU has AVX512_BF16, else F32FMA (AVX-512),
- *    else matmul.c's convert + sgemm path;
+ *  - bfloat16: AMXBF16 (section AMX below) when the CPU has AMX_BF16 and A
+ *    has a unit stride, else BF16DOT when it has AVX512_BF16, else
+ *    F32FMA (AVX-512), else matmul.c's convert + sgemm path;
  *  - float16: F32FMA on AVX-512 (no full-size conversion copies);
  *  - float32: ours except tiny and matrix-vector shapes (f32_rule below). */
 #include "kernels/gemm.h"
@@ -44,6 +47,8 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <cpuid.h>
 #include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #endif
 
 #include "hpu/device.h"
@@ -102,10 +107,14 @@ int hpu_gemm_choose(const hpu_gemm_t *g) {
   if (g->m <= 0 || g->n <= 0 || g->k <= 0) return HPU_GEMM_NONE;
   if (hpu_kernels_isa() < HPU_ISA_AVX512) return HPU_GEMM_NONE;
   int f = atomic_load(&forced);
+  int amx = g->dt == HPU_BFLOAT16 && (g->acs == 1 || g->ars == 1 || g->k == 1) && hpu_gemm_have_amx();
+  if (f == HPU_GEMM_AMXBF16 && !amx) f = HPU_GEMM_BF16DOT;
   if (f == HPU_GEMM_BF16DOT && (g->dt != HPU_BFLOAT16 || !hpu_gemm_have_bf16dot())) f = HPU_GEMM_F32FMA;
   if (f != HPU_GEMM_AUTO) return f;
   switch (g->dt) {
-    case HPU_BFLOAT16: return hpu_gemm_have_bf16dot() ? HPU_GEMM_BF16DOT : HPU_GEMM_F32FMA;
+    case HPU_BFLOAT16:
+      if (amx) return HPU_GEMM_AMXBF16;
+      return hpu_gemm_have_bf16dot() ? HPU_GEMM_BF16DOT : HPU_GEMM_F32FMA;
     case HPU_FLOAT16: return HPU_GEMM_F32FMA;
     case HPU_FLOAT32: return f32_rule(g);
     default: return HPU_GEMM_NONE;
@@ -114,13 +123,19 @@ int hpu_gemm_choose(const hpu_gemm_t *g) {
 
 /* Microkernels -------------------------------------------------------------- */
 
-/* Where a finished MR x NR tile goes. Full tiles of a row-major C are written
- * straight from the accumulators (alpha, beta and the rounding to C's dtype
- * fused into the store); edge tiles and strided C go through an fp32 tile. */
+/* Where a finished R x NR tile goes (R = MR, or the R < MR rows left at the
+ * bottom edge, which have their own kernels below). Tiles of NR columns of a
+ * row-major C are written straight from the accumulators (alpha, beta and
+ * the rounding to C's dtype fused into the store); column edges and strided
+ * C go through an fp32 tile. */
 typedef struct {
   const hpu_gemm_t *g;
   int64_t i0, j0;
   int mr, nr;
+  /* C's element size, looked up once per block: no call may happen inside a
+   * kernel while its accumulators are live (every zmm register is
+   * caller-saved, so one out-of-line hpu_dtype_size spilled all 24) */
+  int64_t es;
   float *tile; /* MR * NR scratch for the slow path */
   float *acc;  /* MR x NR fp32 partial sums of earlier k blocks (with `first` == 0) */
   int first, last;
@@ -201,50 +216,52 @@ ATTR_BF16 static inline void store_row_bf16(char *p, hpu_dtype_t dt, int64_t es,
   store16(p + 16 * es, dt, 0xffff, v1);
 }
 
-/* Writes the accumulators (c0: columns 0..15, c1: 16..31 of each row);
- * STORE_ROW is store_row or store_row_bf16 (by the kernel's ISA). */
-#define FINISH(f, c0, c1, STORE_ROW)                                                         \
+/* Writes the accumulators of R rows (c0: columns 0..15, c1: 16..31 of each
+ * row); STORE_ROW is store_row or store_row_bf16 (by the kernel's ISA). The
+ * full-width path is inline code only (see fin_t.es). */
+#define FINISH(f, c0, c1, STORE_ROW, R)                                                      \
   do {                                                                                       \
     const hpu_gemm_t *g_ = (f)->g;                                                           \
-    if ((f)->mr == MR && (f)->nr == NR && g_->ccs == 1) {                                    \
-      int64_t es_ = (int64_t)hpu_dtype_size(g_->dt);                                         \
-      char *cb_ = (char *)g_->c + ((f)->i0 * g_->crs + (f)->j0) * es_;                       \
+    if ((f)->nr == NR && g_->ccs == 1) {                                                     \
+      int64_t es_ = (f)->es, rs_ = g_->crs * es_;                                            \
+      hpu_dtype_t dt_ = g_->dt;                                                              \
+      char *row_ = (char *)g_->c + ((f)->i0 * g_->crs + (f)->j0) * es_;                      \
       __m512 va_ = _mm512_set1_ps(g_->alpha), vb_ = _mm512_set1_ps(g_->beta);                \
       int beta_ = g_->beta != 0;                                                             \
-      _Pragma("GCC unroll 12") for (int i_ = 0; i_ < MR; i_++) {                             \
-        char *row_ = cb_ + i_ * g_->crs * es_;                                               \
+      _Pragma("GCC unroll 12") for (int i_ = 0; i_ < (R); i_++) {                            \
         __m512 v0_ = _mm512_mul_ps(va_, c0[i_]), v1_ = _mm512_mul_ps(va_, c1[i_]);           \
         if (beta_) {                                                                         \
-          v0_ = _mm512_fmadd_ps(vb_, hpu_load16_f32(row_, g_->dt, 0xffff), v0_);             \
-          v1_ = _mm512_fmadd_ps(vb_, hpu_load16_f32(row_ + 16 * es_, g_->dt, 0xffff), v1_);  \
+          v0_ = _mm512_fmadd_ps(vb_, hpu_load16_f32(row_, dt_, 0xffff), v0_);                \
+          v1_ = _mm512_fmadd_ps(vb_, hpu_load16_f32(row_ + 16 * es_, dt_, 0xffff), v1_);     \
         }                                                                                    \
-        STORE_ROW(row_, g_->dt, es_, v0_, v1_);                                              \
+        STORE_ROW(row_, dt_, es_, v0_, v1_);                                                 \
+        row_ += rs_;                                                                         \
       }                                                                                      \
     } else {                                                                                 \
-      _Pragma("GCC unroll 12") for (int i_ = 0; i_ < MR; i_++) {                             \
+      _Pragma("GCC unroll 12") for (int i_ = 0; i_ < (R); i_++) {                            \
         _mm512_storeu_ps((f)->tile + i_ * NR, c0[i_]);                                       \
         _mm512_storeu_ps((f)->tile + i_ * NR + 16, c1[i_]);                                  \
       }                                                                                      \
-      epilogue(g_, (f)->tile, (f)->i0, (f)->j0, (f)->mr, (f)->nr);                          \
+      epilogue(g_, (f)->tile, (f)->i0, (f)->j0, (R), (f)->nr);                               \
     }                                                                                        \
   } while (0)
 
 /* Starts from zero (first k block) or from the partial sums in f->acc. */
-#define INIT(f, c0, c1)                                                                      \
+#define INIT(f, c0, c1, R)                                                                   \
   do {                                                                                       \
     if ((f)->first) {                                                                        \
-      _Pragma("GCC unroll 12") for (int i_ = 0; i_ < MR; i_++) c0[i_] = c1[i_] = _mm512_setzero_ps(); \
+      _Pragma("GCC unroll 12") for (int i_ = 0; i_ < (R); i_++) c0[i_] = c1[i_] = _mm512_setzero_ps(); \
     } else {                                                                                 \
-      _Pragma("GCC unroll 12") for (int i_ = 0; i_ < MR; i_++) {                             \
+      _Pragma("GCC unroll 12") for (int i_ = 0; i_ < (R); i_++) {                            \
         c0[i_] = _mm512_loadu_ps((f)->acc + i_ * NR);                                        \
         c1[i_] = _mm512_loadu_ps((f)->acc + i_ * NR + 16);                                   \
       }                                                                                      \
     }                                                                                        \
   } while (0)
 
-#define SAVE(f, c0, c1)                                                                      \
+#define SAVE(f, c0, c1, R)                                                                   \
   do {                                                                                       \
-    _Pragma("GCC unroll 12") for (int i_ = 0; i_ < MR; i_++) {                               \
+    _Pragma("GCC unroll 12") for (int i_ = 0; i_ < (R); i_++) {                              \
       _mm512_storeu_ps((f)->acc + i_ * NR, c0[i_]);                                          \
       _mm512_storeu_ps((f)->acc + i_ * NR + 16, c1[i_]);                                     \
     }                                                                                        \
@@ -261,15 +278,23 @@ static inline float ldf32(const void *p) {
   return v;
 }
 
+/* Kernel bodies for R rows (R a constant after inlining, so the row loops
+ * unroll and the accumulator arrays live in registers); instantiated for
+ * R = MR and for every bottom-edge height below, which used to run the full
+ * MR-row kernel on a zero-padded packed panel and store through the fp32
+ * tile (8 of BERT's 128-row attention products' rows). */
+#define BODY __attribute__((always_inline)) inline
+
 /* bf16, A packed as [kp][MR] pairs. */
-ATTR_BF16 static void ukr_bf16_packed(int64_t kp, const uint32_t *A, const uint32_t *B, const fin_t *f) {
+ATTR_BF16 static BODY void bf16_packed_body(const int R, int64_t kp, const uint32_t *A, const uint32_t *B,
+                                            const fin_t *f) {
   __m512 c0[MR], c1[MR];
-  INIT(f, c0, c1);
+  INIT(f, c0, c1, R);
   for (int64_t p = 0; p < kp; p++) {
     __m512bh b0 = (__m512bh)_mm512_loadu_si512(B);
     __m512bh b1 = (__m512bh)_mm512_loadu_si512(B + 16);
 #pragma GCC unroll 12
-    for (int i = 0; i < MR; i++) {
+    for (int i = 0; i < R; i++) {
       __m512bh a = (__m512bh)_mm512_set1_epi32((int)A[i]);
       c0[i] = _mm512_dpbf16_ps(c0[i], a, b0);
       c1[i] = _mm512_dpbf16_ps(c1[i], a, b1);
@@ -277,19 +302,21 @@ ATTR_BF16 static void ukr_bf16_packed(int64_t kp, const uint32_t *A, const uint3
     A += MR;
     B += NR;
   }
-  if (f->last) FINISH(f, c0, c1, store_row_bf16);
-  else SAVE(f, c0, c1);
+  if (f->last) FINISH(f, c0, c1, store_row_bf16, R);
+  else SAVE(f, c0, c1, R);
 }
 
-/* bf16, A read in place: MR rows `lda` elements apart, unit column stride.
+/* bf16, A read in place: R rows `lda` elements apart, unit column stride.
  * k/2 full pairs, then (odd k) the last element alone, so nothing past a
- * row's end is read. */
-ATTR_BF16 static void ukr_bf16_direct(int64_t k, const uint16_t *A, int64_t lda, const uint32_t *B,
-                                      const fin_t *f) {
+ * row's end is read. Rows by threes from four bases (base + 0, L, 2L are
+ * plain addressing modes). */
+ATTR_BF16 static BODY void bf16_direct_body(const int R, int64_t k, const uint16_t *A, int64_t lda,
+                                            const uint32_t *B, const fin_t *f) {
   __m512 c0[MR], c1[MR];
-  INIT(f, c0, c1);
-  const char *r0 = (const char *)A, *r3 = r0 + 6 * lda, *r6 = r0 + 12 * lda, *r9 = r0 + 18 * lda;
+  INIT(f, c0, c1, R);
   int64_t L = 2 * lda; /* bytes */
+  const char *r0 = (const char *)A;
+  const char *r3 = R > 3 ? r0 + 3 * L : r0, *r6 = R > 6 ? r0 + 6 * L : r0, *r9 = R > 9 ? r0 + 9 * L : r0;
   int64_t kf = k / 2;
   for (int64_t p = 0; p < kf; p++) {
     __m512bh b0 = (__m512bh)_mm512_loadu_si512(B);
@@ -297,7 +324,7 @@ ATTR_BF16 static void ukr_bf16_direct(int64_t k, const uint16_t *A, int64_t lda,
     const char *rows[MR] = {r0, r0 + L, r0 + 2 * L, r3, r3 + L, r3 + 2 * L,
                             r6, r6 + L, r6 + 2 * L, r9, r9 + L, r9 + 2 * L};
 #pragma GCC unroll 12
-    for (int i = 0; i < MR; i++) {
+    for (int i = 0; i < R; i++) {
       __m512bh a = (__m512bh)_mm512_set1_epi32((int)ld32(rows[i]));
       c0[i] = _mm512_dpbf16_ps(c0[i], a, b0);
       c1[i] = _mm512_dpbf16_ps(c1[i], a, b1);
@@ -314,7 +341,7 @@ ATTR_BF16 static void ukr_bf16_direct(int64_t k, const uint16_t *A, int64_t lda,
     const char *rows[MR] = {r0, r0 + L, r0 + 2 * L, r3, r3 + L, r3 + 2 * L,
                             r6, r6 + L, r6 + 2 * L, r9, r9 + L, r9 + 2 * L};
 #pragma GCC unroll 12
-    for (int i = 0; i < MR; i++) {
+    for (int i = 0; i < R; i++) {
       uint16_t h;
       memcpy(&h, rows[i], 2);
       __m512bh a = (__m512bh)_mm512_set1_epi32((int)h);
@@ -322,18 +349,19 @@ ATTR_BF16 static void ukr_bf16_direct(int64_t k, const uint16_t *A, int64_t lda,
       c1[i] = _mm512_dpbf16_ps(c1[i], a, b1);
     }
   }
-  if (f->last) FINISH(f, c0, c1, store_row_bf16);
-  else SAVE(f, c0, c1);
+  if (f->last) FINISH(f, c0, c1, store_row_bf16, R);
+  else SAVE(f, c0, c1, R);
 }
 
-/* fp32 FMA; A either packed [k][MR] (lda == 0) or fp32 rows in place. */
-ATTR_512 static void ukr_f32_packed(int64_t k, const float *A, const float *B, const fin_t *f) {
+/* fp32 FMA; A either packed [k][MR] or fp32 rows in place. */
+ATTR_512 static BODY void f32_packed_body(const int R, int64_t k, const float *A, const float *B,
+                                          const fin_t *f) {
   __m512 c0[MR], c1[MR];
-  INIT(f, c0, c1);
+  INIT(f, c0, c1, R);
   for (int64_t p = 0; p < k; p++) {
     __m512 b0 = _mm512_loadu_ps(B), b1 = _mm512_loadu_ps(B + 16);
 #pragma GCC unroll 12
-    for (int i = 0; i < MR; i++) {
+    for (int i = 0; i < R; i++) {
       __m512 a = _mm512_set1_ps(A[i]);
       c0[i] = _mm512_fmadd_ps(a, b0, c0[i]);
       c1[i] = _mm512_fmadd_ps(a, b1, c1[i]);
@@ -341,21 +369,23 @@ ATTR_512 static void ukr_f32_packed(int64_t k, const float *A, const float *B, c
     A += MR;
     B += NR;
   }
-  if (f->last) FINISH(f, c0, c1, store_row);
-  else SAVE(f, c0, c1);
+  if (f->last) FINISH(f, c0, c1, store_row, R);
+  else SAVE(f, c0, c1, R);
 }
 
-ATTR_512 static void ukr_f32_direct(int64_t k, const float *A, int64_t lda, const float *B, const fin_t *f) {
+ATTR_512 static BODY void f32_direct_body(const int R, int64_t k, const float *A, int64_t lda, const float *B,
+                                          const fin_t *f) {
   __m512 c0[MR], c1[MR];
-  INIT(f, c0, c1);
-  const char *r0 = (const char *)A, *r3 = r0 + 12 * lda, *r6 = r0 + 24 * lda, *r9 = r0 + 36 * lda;
-  int64_t L = 4 * lda;
+  INIT(f, c0, c1, R);
+  int64_t L = 4 * lda; /* bytes */
+  const char *r0 = (const char *)A;
+  const char *r3 = R > 3 ? r0 + 3 * L : r0, *r6 = R > 6 ? r0 + 6 * L : r0, *r9 = R > 9 ? r0 + 9 * L : r0;
   for (int64_t p = 0; p < k; p++) {
     __m512 b0 = _mm512_loadu_ps(B), b1 = _mm512_loadu_ps(B + 16);
     const char *rows[MR] = {r0, r0 + L, r0 + 2 * L, r3, r3 + L, r3 + 2 * L,
                             r6, r6 + L, r6 + 2 * L, r9, r9 + L, r9 + 2 * L};
 #pragma GCC unroll 12
-    for (int i = 0; i < MR; i++) {
+    for (int i = 0; i < R; i++) {
       __m512 a = _mm512_set1_ps(ldf32(rows[i]));
       c0[i] = _mm512_fmadd_ps(a, b0, c0[i]);
       c1[i] = _mm512_fmadd_ps(a, b1, c1[i]);
@@ -366,9 +396,54 @@ ATTR_512 static void ukr_f32_direct(int64_t k, const float *A, int64_t lda, cons
     r9 += 4;
     B += NR;
   }
-  if (f->last) FINISH(f, c0, c1, store_row);
-  else SAVE(f, c0, c1);
+  if (f->last) FINISH(f, c0, c1, store_row, R);
+  else SAVE(f, c0, c1, R);
 }
+
+typedef void (*ukr_bf16_packed_t)(int64_t, const uint32_t *, const uint32_t *, const fin_t *);
+typedef void (*ukr_bf16_direct_t)(int64_t, const uint16_t *, int64_t, const uint32_t *, const fin_t *);
+typedef void (*ukr_f32_packed_t)(int64_t, const float *, const float *, const fin_t *);
+typedef void (*ukr_f32_direct_t)(int64_t, const float *, int64_t, const float *, const fin_t *);
+
+#define KERNELS(R)                                                                                    \
+  ATTR_BF16 static void ukr_bf16_packed_##R(int64_t kp, const uint32_t *A, const uint32_t *B,        \
+                                            const fin_t *f) {                                         \
+    bf16_packed_body(R, kp, A, B, f);                                                                 \
+  }                                                                                                   \
+  ATTR_BF16 static void ukr_bf16_direct_##R(int64_t k, const uint16_t *A, int64_t lda, const uint32_t *B, \
+                                            const fin_t *f) {                                         \
+    bf16_direct_body(R, k, A, lda, B, f);                                                             \
+  }                                                                                                   \
+  ATTR_512 static void ukr_f32_packed_##R(int64_t k, const float *A, const float *B, const fin_t *f) { \
+    f32_packed_body(R, k, A, B, f);                                                                   \
+  }                                                                                                   \
+  ATTR_512 static void ukr_f32_direct_##R(int64_t k, const float *A, int64_t lda, const float *B,    \
+                                          const fin_t *f) {                                           \
+    f32_direct_body(R, k, A, lda, B, f);                                                              \
+  }
+
+KERNELS(1)
+KERNELS(2)
+KERNELS(3)
+KERNELS(4)
+KERNELS(5)
+KERNELS(6)
+KERNELS(7)
+KERNELS(8)
+KERNELS(9)
+KERNELS(10)
+KERNELS(11)
+KERNELS(12)
+
+/* By row count (index mr, 1..MR). */
+#define ROWS_TABLE(kind)                                                                        \
+  {NULL,          ukr_##kind##_1, ukr_##kind##_2, ukr_##kind##_3, ukr_##kind##_4, ukr_##kind##_5, \
+   ukr_##kind##_6, ukr_##kind##_7, ukr_##kind##_8, ukr_##kind##_9, ukr_##kind##_10,                \
+   ukr_##kind##_11, ukr_##kind##_12}
+static const ukr_bf16_packed_t ukr_bf16_packed[MR + 1] = ROWS_TABLE(bf16_packed);
+static const ukr_bf16_direct_t ukr_bf16_direct[MR + 1] = ROWS_TABLE(bf16_direct);
+static const ukr_f32_packed_t ukr_f32_packed[MR + 1] = ROWS_TABLE(f32_packed);
+static const ukr_f32_direct_t ukr_f32_direct[MR + 1] = ROWS_TABLE(f32_direct);
 
 /* Packing ------------------------------------------------------------------- */
 
@@ -431,18 +506,32 @@ ATTR_512 static void pack_t32(const char *src, int64_t cs, int es, int64_t kel, 
     }
 }
 
+/* Pair q of a VPERMT2W result: element q of the first source, then element
+ * q of the second (indices 32.. select the second); +16 for q = 16..31. */
+static const uint16_t pair_lo[32] = {0,  32, 1,  33, 2,  34, 3,  35, 4,  36, 5,  37, 6,  38, 7,  39,
+                                     8,  40, 9,  41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+
 /* bf16 A rows [i0, i0 + mr) into a [kp][MR] pair panel. */
 ATTR_512 static void pack_a_bf16(const hpu_gemm_t *g, int64_t i0, int64_t mr, uint32_t *dst) {
   const uint16_t *a = g->a;
   int64_t k = g->k, kp = (k + 1) / 2, rs = g->ars, cs = g->acs;
-  if (rs == 1 && cs != 1) { /* transposed: rows 2p, 2p+1 of memory are contiguous over i */
+  if (rs == 1 && cs != 1) {
+    /* transposed: rows 2p, 2p+1 of memory are contiguous over i; one
+     * VPERMT2W interleaves their 12 elements into the panel's 12 pairs
+     * (instead of two widenings, a shift and an OR). Only the low 16
+     * elements of each source are selected. */
     __mmask16 mk = mask16(mr);
-    for (int64_t p = 0; p < kp; p++) {
-      const uint16_t *q0 = a + 2 * p * cs + i0;
-      __m512i lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mk, q0));
-      __m512i hi = 2 * p + 1 < k ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mk, q0 + cs))
-                                 : _mm512_setzero_si512();
-      _mm512_mask_storeu_epi32(dst + p * MR, 0xfff, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+    __m512i ilo = _mm512_loadu_si512(pair_lo);
+    const uint16_t *q = a + i0;
+    int64_t kf = k / 2;
+    for (int64_t p = 0; p < kf; p++, q += 2 * cs) {
+      __m512i x0 = _mm512_castsi256_si512(_mm256_maskz_loadu_epi16(mk, q));
+      __m512i x1 = _mm512_castsi256_si512(_mm256_maskz_loadu_epi16(mk, q + cs));
+      _mm512_mask_storeu_epi32(dst + p * MR, 0xfff, _mm512_permutex2var_epi16(x0, ilo, x1));
+    }
+    if (k & 1) { /* the last row pairs with 0 */
+      __m512i x0 = _mm512_castsi256_si512(_mm256_maskz_loadu_epi16(mk, q));
+      _mm512_mask_storeu_epi32(dst + kf * MR, 0xfff, _mm512_permutex2var_epi16(x0, ilo, _mm512_setzero_si512()));
     }
     return;
   }
@@ -473,10 +562,7 @@ ATTR_512 static void pack_a_bf16(const hpu_gemm_t *g, int64_t i0, int64_t mr, ui
 ATTR_512 static void pack_a_bf16_t4(const hpu_gemm_t *g, int64_t i0, uint32_t *dst, int64_t pstride) {
   const uint16_t *a = g->a;
   int64_t k = g->k, kp = (k + 1) / 2, cs = g->acs;
-  /* pair q of a vector: element q of the first source (low half), then of the second */
-  static const uint16_t lo[32] = {0,  32, 1,  33, 2,  34, 3,  35, 4,  36, 5,  37, 6,  38, 7,  39,
-                                  8,  40, 9,  41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
-  __m512i ilo = _mm512_loadu_si512(lo);
+  __m512i ilo = _mm512_loadu_si512(pair_lo);
   __m512i ihi = _mm512_add_epi16(ilo, _mm512_set1_epi16(16));
   uint32_t *d0 = dst, *d1 = dst + pstride, *d2 = dst + 2 * pstride, *d3 = dst + 3 * pstride;
   for (int64_t p = 0; p < kp; p++) {
@@ -508,17 +594,24 @@ ATTR_512 static void pack_b_bf16(const hpu_gemm_t *g, int64_t j0, int64_t cols, 
   const uint16_t *b = g->b;
   int64_t k = g->k, kp = (k + 1) / 2, rs = g->brs, cs = g->bcs;
   if (cs == 1) {
-    __mmask16 m0 = mask16(cols), m1 = mask16(cols - 16);
-    for (int64_t p = 0; p < kp; p++) {
-      const uint16_t *q0 = b + 2 * p * rs + j0, *q1 = q0 + rs;
-      int hh = 2 * p + 1 < k;
-      for (int h = 0; h < 2; h++) {
-        __mmask16 mk = h ? m1 : m0;
-        __m512i lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mk, q0 + 16 * h));
-        __m512i hi = hh ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mk, q1 + 16 * h))
-                        : _mm512_setzero_si512();
-        _mm512_storeu_si512(dst + p * NR + 16 * h, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
-      }
+    /* Rows 2p and 2p+1 (32 columns each, one load apiece) interleaved by two
+     * VPERMT2W into the pairs of columns 0..15 and 16..31: 2 loads, 2
+     * permutes and 2 stores per step instead of 4 widening loads, 2 shifts
+     * and 2 ORs. Columns past `cols` load as 0. */
+    __m512i ilo = _mm512_loadu_si512(pair_lo);
+    __m512i ihi = _mm512_add_epi16(ilo, _mm512_set1_epi16(16));
+    __mmask32 mk = mask32(cols);
+    const uint16_t *q = b + j0;
+    int64_t kf = k / 2;
+    for (int64_t p = 0; p < kf; p++, q += 2 * rs) {
+      __m512i x0 = _mm512_maskz_loadu_epi16(mk, q), x1 = _mm512_maskz_loadu_epi16(mk, q + rs);
+      _mm512_storeu_si512(dst + p * NR, _mm512_permutex2var_epi16(x0, ilo, x1));
+      _mm512_storeu_si512(dst + p * NR + 16, _mm512_permutex2var_epi16(x0, ihi, x1));
+    }
+    if (k & 1) { /* the last row pairs with 0 */
+      __m512i x0 = _mm512_maskz_loadu_epi16(mk, q), z = _mm512_setzero_si512();
+      _mm512_storeu_si512(dst + kf * NR, _mm512_permutex2var_epi16(x0, ilo, z));
+      _mm512_storeu_si512(dst + kf * NR + 16, _mm512_permutex2var_epi16(x0, ihi, z));
     }
     return;
   }
@@ -693,6 +786,7 @@ static void run_block(const plan_t *P, const hpu_gemm_t *g, int64_t i0, int64_t 
   f.g = g;
   f.tile = (float *)(scr + P->toff);
   int64_t kp = P->kp, es = (int64_t)hpu_dtype_size(g->dt);
+  f.es = es;
   int bf = P->kernel == HPU_GEMM_BF16DOT;
   for (int64_t jc = j0; jc < j1; jc += P->nc) {
     int64_t ncur = j1 - jc < P->nc ? j1 - jc : P->nc, npan = (ncur + NR - 1) / NR;
@@ -703,7 +797,8 @@ static void run_block(const plan_t *P, const hpu_gemm_t *g, int64_t i0, int64_t 
     }
     for (int64_t ip = i0; ip < i1; ip += MR) {
       int64_t mr = i1 - ip < MR ? i1 - ip : MR;
-      int direct = P->adirect && mr == MR && !P->apre;
+      /* the bottom edge too: its kernel reads only its mr rows */
+      int direct = P->adirect && !P->apre;
       const char *arow = (const char *)g->a + ip * g->ars * es;
       if (P->apre) {
         apack = P->apre + ip / MR * kp * MR;
@@ -728,13 +823,13 @@ static void run_block(const plan_t *P, const hpu_gemm_t *g, int64_t i0, int64_t 
           if (bf) {
             if (direct) {
               int64_t kel = f.last ? g->k - 2 * kb : 2 * kcur;
-              ukr_bf16_direct(kel, (const uint16_t *)arow + 2 * kb, g->ars, bp, &f);
+              ukr_bf16_direct[mr](kel, (const uint16_t *)arow + 2 * kb, g->ars, bp, &f);
             } else {
-              ukr_bf16_packed(kcur, apack + kb * MR, bp, &f);
+              ukr_bf16_packed[mr](kcur, apack + kb * MR, bp, &f);
             }
           } else {
-            if (direct) ukr_f32_direct(kcur, (const float *)arow + kb, g->ars, (const float *)bp, &f);
-            else ukr_f32_packed(kcur, (const float *)apack + kb * MR, (const float *)bp, &f);
+            if (direct) ukr_f32_direct[mr](kcur, (const float *)arow + kb, g->ars, (const float *)bp, &f);
+            else ukr_f32_packed[mr](kcur, (const float *)apack + kb * MR, (const float *)bp, &f);
           }
         }
       }
@@ -794,7 +889,216 @@ static void batch_range(void *ctx, int64_t begin, int64_t end) {
 /* Share of the threads' time doing useful work when u units go to nt parts. */
 static double balance(int64_t u, int nt) { return (double)u / (double)(nt * ((u + nt - 1) / nt)); }
 
+/* AMX ----------------------------------------------------------------------- */
+
+/* AMX_BF16 (Sapphire Rapids and later): TDPBF16PS multiplies a 16 x 32 bf16
+ * A tile by a 16-pair x 16-column B tile (the same pair layout as the
+ * BF16DOT panels) into a 16 x 16 fp32 tile. On the 2-core Xeon this was
+ * measured on (a Xeon with 2 MB L2 per core), one core ran ~900 GFLOP/s
+ * of it in a 4-tile loop while the machine was loaded by other jobs; the
+ * VDPBF16PS kernels above ran ~100 GFLOP/s per product at the same time,
+ * and torch's oneDNN uses AMX: bf16 ratios of 0.1-0.2 without it.
+ *
+ * Layout: C in 32 x 32 blocks (tmm0..3), A rows packed into a zero-padded
+ * [32][kpad] bf16 block (tmm4, 5: rows 0..15 and 16..31), B in the [kp][32]
+ * pair panels of pack_b_bf16 padded to kpad / 2 pairs (tmm6, 7: columns
+ * 0..15 and 16..31, 128-byte rows); kpad = k rounded up to 32. Each block
+ * goes through a 32 x 32 fp32 tile to epilogue (alpha, beta, C's dtype and
+ * strides, edges). A with unit column stride has its rows copied as they
+ * are, a transposed A (unit row stride) is transposed into the block
+ * (amx_pack_a_t); any other A takes the kernels above. */
+
+#define AMX_KB 32 /* k elements per A tile row */
+
+static int amx_cpu(void) {
+  unsigned a, b, c, d;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
+  if (!((d >> 22) & 1) || !((d >> 24) & 1)) return 0; /* AMX-BF16, AMX-TILE */
+  /* Linux hands out the 8 KB tile state only on request (per process) */
+  return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */) == 0;
+}
+
+int hpu_gemm_have_amx(void) {
+  static _Atomic int have = -1;
+  int h = atomic_load(&have);
+  if (h < 0) {
+    h = amx_cpu();
+    atomic_store(&have, h);
+  }
+  return h && hpu_kernels_isa() >= HPU_ISA_AVX512;
+}
+
+typedef struct {
+  uint8_t palette, start_row, reserved[14];
+  uint16_t colsb[16];
+  uint8_t rows[16];
+} amx_cfg_t;
+
+typedef struct {
+  const hpu_gemm_t *g;
+  int64_t nbatch;
+  const int64_t *offs;
+  int64_t parts;     /* column parts per product */
+  int64_t kpad, nc;  /* padded k; columns per packed B chunk (multiple of 32) */
+  char *scratch; /* nwork blocks of per bytes */
+  size_t per;
+  int nwork;
+  _Atomic int nextw;
+  _Atomic int64_t next;
+} amx_plan_t;
+
+/* Rows [i0, i0 + mr) of a transposed A (unit row stride) into the [32][kpad]
+ * block: VPERMT2W pairs memory rows 2p and 2p+1 (16 rows' pairs of k
+ * elements 2p, 2p+1 in a vector), and a 16 x 16 transpose of those 32-bit
+ * pairs turns 16 such vectors into 16 pairs of each of 16 rows. */
+ATTR_512 static void amx_pack_a_t(const hpu_gemm_t *g, int64_t i0, int64_t mr, int64_t kpad, uint16_t *ab) {
+  const uint16_t *a = g->a;
+  int64_t k = g->k, cs = g->acs;
+  __m512i ilo = _mm512_loadu_si512(pair_lo), z = _mm512_setzero_si512();
+  for (int64_t ig = 0; ig < 32; ig += 16) {
+    if (ig >= mr) {
+      memset(ab + ig * kpad, 0, (size_t)(16 * kpad) * 2);
+      continue;
+    }
+    __mmask16 mk = mask16(mr - ig);
+    const uint16_t *col = a + i0 + ig;
+    for (int64_t q0 = 0; q0 < kpad / 2; q0 += 16) {
+      __m512i r[16];
+      for (int q = 0; q < 16; q++) {
+        int64_t l = 2 * (q0 + q);
+        __m512i x0 = l < k ? _mm512_castsi256_si512(_mm256_maskz_loadu_epi16(mk, col + l * cs)) : z;
+        __m512i x1 = l + 1 < k ? _mm512_castsi256_si512(_mm256_maskz_loadu_epi16(mk, col + (l + 1) * cs)) : z;
+        r[q] = _mm512_permutex2var_epi16(x0, ilo, x1);
+      }
+      tr16(r);
+      for (int j = 0; j < 16; j++) _mm512_storeu_si512(ab + (ig + j) * kpad + 2 * q0, r[j]);
+    }
+  }
+}
+
+__attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
+static void amx_part(const amx_plan_t *P, const hpu_gemm_t *g, int64_t j0, int64_t j1, char *scr) {
+  int64_t kpad = P->kpad, kp = (g->k + 1) / 2, kq = kpad / 2;
+  uint16_t *ab = (uint16_t *)scr;                          /* [32][kpad] */
+  float *tile = (float *)(scr + 32 * kpad * 2);            /* [32][32] */
+  uint32_t *bb = (uint32_t *)(scr + 32 * kpad * 2 + 4096); /* chunk of [kq][32] panels */
+  const uint16_t *a = g->a;
+  for (int64_t jc = j0; jc < j1; jc += P->nc) {
+    int64_t ncur = j1 - jc < P->nc ? j1 - jc : P->nc, npan = (ncur + 31) / 32;
+    for (int64_t jp = 0; jp < npan; jp++) {
+      uint32_t *dst = bb + jp * kq * 32;
+      int64_t cols = ncur - jp * 32 < 32 ? ncur - jp * 32 : 32;
+      pack_b_bf16(g, jc + jp * 32, cols, dst);
+      memset(dst + kp * 32, 0, (size_t)(kq - kp) * 32 * 4);
+    }
+    for (int64_t i0 = 0; i0 < g->m; i0 += 32) {
+      int64_t mr = g->m - i0 < 32 ? g->m - i0 : 32;
+      if (g->acs != 1 && g->k > 1) {
+        amx_pack_a_t(g, i0, mr, kpad, ab);
+      } else {
+        for (int64_t i = 0; i < 32; i++) {
+          uint16_t *row = ab + i * kpad;
+          if (i < mr) {
+            memcpy(row, a + (i0 + i) * g->ars, (size_t)g->k * 2);
+            memset(row + g->k, 0, (size_t)(kpad - g->k) * 2);
+          } else {
+            memset(row, 0, (size_t)kpad * 2);
+          }
+        }
+      }
+      for (int64_t jp = 0; jp < npan; jp++) {
+        const uint32_t *bp = bb + jp * kq * 32;
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_zero(2);
+        _tile_zero(3);
+        for (int64_t kb = 0; kb < kpad; kb += AMX_KB) {
+          _tile_loadd(4, ab + kb, kpad * 2);
+          _tile_loadd(5, ab + 16 * kpad + kb, kpad * 2);
+          _tile_loadd(6, bp + kb / 2 * 32, 128);
+          _tile_loadd(7, bp + kb / 2 * 32 + 16, 128);
+          _tile_dpbf16ps(0, 4, 6);
+          _tile_dpbf16ps(1, 4, 7);
+          _tile_dpbf16ps(2, 5, 6);
+          _tile_dpbf16ps(3, 5, 7);
+        }
+        _tile_stored(0, tile, 128);
+        _tile_stored(1, tile + 16, 128);
+        _tile_stored(2, tile + 16 * 32, 128);
+        _tile_stored(3, tile + 16 * 32 + 16, 128);
+        int64_t nr = ncur - jp * 32 < 32 ? ncur - jp * 32 : 32;
+        epilogue(g, tile, i0, jc + jp * 32, (int)mr, (int)nr);
+      }
+    }
+  }
+}
+
+__attribute__((target("amx-tile,amx-bf16"))) static void amx_range(void *ctx, int64_t begin, int64_t end) {
+  (void)begin;
+  (void)end;
+  amx_plan_t *P = ctx;
+  const hpu_gemm_t *g = P->g;
+  int64_t np = (g->n + 31) / 32;
+  int w0 = atomic_fetch_add(&P->nextw, 1);
+  char *own = NULL, *scr = P->scratch + (size_t)w0 * P->per;
+  if (w0 >= P->nwork) { /* the pool grew since the plan was made */
+    scr = own = aligned_alloc(64, P->per);
+    if (!own) abort();
+  }
+  amx_cfg_t cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.palette = 1;
+  for (int t = 0; t < 8; t++) {
+    cfg.rows[t] = 16;
+    cfg.colsb[t] = 64;
+  }
+  _tile_loadconfig(&cfg);
+  for (int64_t w = atomic_fetch_add(&P->next, 1); w < P->nbatch * P->parts; w = atomic_fetch_add(&P->next, 1)) {
+    int64_t bi = w / P->parts, t = w % P->parts;
+    int64_t u0 = np * t / P->parts, u1 = np * (t + 1) / P->parts;
+    if (u0 == u1) continue;
+    hpu_gemm_t gb = batch_view(g, P->offs, bi);
+    amx_part(P, &gb, u0 * 32, u1 * 32 < g->n ? u1 * 32 : g->n, scr);
+  }
+  _tile_release();
+  free(own);
+}
+
+static int amx_run(const hpu_gemm_t *g, int64_t nbatch, const int64_t *offs) {
+  amx_plan_t P;
+  memset(&P, 0, sizeof P);
+  P.g = g;
+  P.nbatch = nbatch;
+  P.offs = offs;
+  P.kpad = (g->k + AMX_KB - 1) / AMX_KB * AMX_KB;
+  int nt = hpu_get_num_threads();
+  if (nt < 1) nt = 1;
+  int64_t np = (g->n + 31) / 32;
+  /* whole products per thread when there are enough of them, else columns */
+  P.parts = nbatch >= 2 * nt ? 1 : (np < nt ? np : nt);
+  if (P.parts < 1) P.parts = 1;
+  /* packed B chunks of ~1 MB (half of this Xeon's 2 MB L2) */
+  int64_t pan = P.kpad / 2 * 128;
+  P.nc = (1024 * 1024) / pan * 32;
+  if (P.nc < 32) P.nc = 32;
+  int64_t cap = (np + P.parts - 1) / P.parts * 32;
+  if (P.nc > cap) P.nc = cap;
+  double flops = 2.0 * (double)g->m * (double)g->n * (double)g->k * (double)nbatch;
+  int64_t work = nbatch * P.parts;
+  int serial = nt == 1 || flops < 2e6 || work == 1;
+  P.nwork = serial ? 1 : (work < nt ? (int)work : nt);
+  P.per = ((size_t)(32 * P.kpad * 2 + 4096) + (size_t)(P.nc / 32) * (size_t)(P.kpad / 2) * 128 + 63) / 64 * 64;
+  int slot;
+  P.scratch = scratch_get(P.per * (size_t)P.nwork, &slot);
+  if (!P.scratch) return -1; /* nothing written */
+  if (serial) amx_range(&P, 0, 1);
+  else hpu_parallel_for(P.nwork, 1, amx_range, &P);
+  scratch_put(P.scratch, slot);
+  return 0;
+}
+
 int hpu_gemm_run_batched(const hpu_gemm_t *g, int kernel, int64_t nbatch, const int64_t *offs) {
+  if (kernel == HPU_GEMM_AMXBF16) return amx_run(g, nbatch, offs);
   plan_t P;
   memset(&P, 0, sizeof P);
   P.g = g;
@@ -915,6 +1219,7 @@ int hpu_gemm_run(const hpu_gemm_t *g, int kernel) { return hpu_gemm_run_batched(
 #else /* no x86 clones: matmul.c's path for everything */
 
 int hpu_gemm_have_bf16dot(void) { return 0; }
+int hpu_gemm_have_amx(void) { return 0; }
 int hpu_gemm_choose(const hpu_gemm_t *g) {
   (void)g;
   return HPU_GEMM_NONE;

@@ -28,6 +28,7 @@ enum {
   HPU_GEMM_NONE = 0,     /* leave it to matmul.c's BLAS / convert path */
   HPU_GEMM_F32FMA = 1,   /* AVX-512 FMA on fp32 panels (packing widens bf16/fp16) */
   HPU_GEMM_BF16DOT = 2,  /* AVX512_BF16 vdpbf16ps on bf16 pair panels, fp32 accumulation */
+  HPU_GEMM_AMXBF16 = 3,  /* AMX tiles (TDPBF16PS), fp32 accumulation; A with a unit stride */
 };
 
 /* Which kernel hpu_gemm would use for g (HPU_GEMM_NONE: caller's path). */
@@ -49,5 +50,8 @@ int hpu_gemm_force(int kernel);
 
 /* Does this CPU (and the ISA cap, hpu_kernels_isa) allow AVX512_BF16? */
 int hpu_gemm_have_bf16dot(void);
+
+/* ... and AMX_BF16 (CPU, and the kernel granting this process the tile state)? */
+int hpu_gemm_have_amx(void);
 
 #endif

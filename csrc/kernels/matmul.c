@@ -195,17 +195,42 @@ static void gemm_naive(const mm_t *p, const mat_t *A, const mat_t *B, const mat_
     }
 }
 
-/* Byte offset of batch `bi` (row-major over out's batch dims) in t. */
-static int64_t batch_offset(const hpu_tensor_t *t, const hpu_tensor_t *out, int64_t bi) {
-  int obd = out->ndim - 2, tbd = t->ndim - 2;
-  int64_t off = 0;
-  for (int od = obd - 1; od >= 0; od--) {
-    int64_t idx = bi % out->sizes[od];
-    bi /= out->sizes[od];
-    int td = od - obd + tbd;
-    if (td >= 0 && t->sizes[td] != 1) off += idx * t->strides[td];
+/* The batches of A, B and out in order (row-major over out's batch dims),
+ * stepped like an odometer with running byte offsets: one add per tensor
+ * per batch (a carry now and then) instead of dividing every batch index
+ * out over all dims for each tensor. A tensor with fewer batch dims, or
+ * size 1 in one, is broadcast: stride 0 there. */
+typedef struct {
+  int nd;                         /* out's batch dims */
+  int64_t size[HPU_MAX_DIMS];     /* out's batch sizes */
+  int64_t idx[HPU_MAX_DIMS];
+  int64_t step[3][HPU_MAX_DIMS];  /* bytes per index step in A, B, out */
+  int64_t off[3];                 /* the current batch's byte offsets */
+} bstep_t;
+
+static void bstep_init(bstep_t *s, const hpu_tensor_t *A, const hpu_tensor_t *B, const hpu_tensor_t *out) {
+  const hpu_tensor_t *ts[3] = {A, B, out};
+  s->nd = out->ndim - 2;
+  for (int od = 0; od < s->nd; od++) {
+    s->size[od] = out->sizes[od];
+    s->idx[od] = 0;
+    for (int t = 0; t < 3; t++) {
+      int td = od - s->nd + ts[t]->ndim - 2;
+      s->step[t][od] = td >= 0 && ts[t]->sizes[td] != 1
+                           ? ts[t]->strides[td] * (int64_t)hpu_dtype_size(ts[t]->dtype)
+                           : 0;
+    }
   }
-  return off * (int64_t)hpu_dtype_size(t->dtype);
+  s->off[0] = s->off[1] = s->off[2] = 0;
+}
+
+static void bstep_next(bstep_t *s) {
+  for (int od = s->nd - 1; od >= 0; od--) {
+    for (int t = 0; t < 3; t++) s->off[t] += s->step[t][od];
+    if (++s->idx[od] < s->size[od]) return;
+    for (int t = 0; t < 3; t++) s->off[t] -= s->step[t][od] * s->size[od];
+    s->idx[od] = 0;
+  }
 }
 
 static mat_t mat_of(const hpu_tensor_t *t, int64_t off) {
@@ -230,10 +255,12 @@ static int64_t *batch_offsets(const hpu_tensor_t *A, const hpu_tensor_t *B, cons
     *oom = 1;
     return NULL;
   }
-  for (int64_t bi = 0; bi < nbatch; bi++) {
-    offs[3 * bi] = batch_offset(A, out, bi);
-    offs[3 * bi + 1] = batch_offset(B, out, bi);
-    offs[3 * bi + 2] = batch_offset(out, out, bi);
+  bstep_t s;
+  bstep_init(&s, A, B, out);
+  for (int64_t bi = 0; bi < nbatch; bi++, bstep_next(&s)) {
+    offs[3 * bi] = s.off[0];
+    offs[3 * bi + 1] = s.off[1];
+    offs[3 * bi + 2] = s.off[2];
   }
   return offs;
 }
@@ -317,10 +344,12 @@ void hpu_kernel_matmul(const hpu_node_t *node) {
     }
     /* out of host memory: nothing written, the loop below retries per batch */
   }
-  for (int64_t bi = 0; bi < nbatch; bi++) {
-    mat_t a = mat_of(A, batch_offset(A, out, bi));
-    mat_t b = mat_of(B, batch_offset(B, out, bi));
-    mat_t c = mat_of(out, batch_offset(out, out, bi));
+  bstep_t s;
+  bstep_init(&s, A, B, out);
+  for (int64_t bi = 0; bi < nbatch; bi++, bstep_next(&s)) {
+    mat_t a = mat_of(A, s.off[0]);
+    mat_t b = mat_of(B, s.off[1]);
+    mat_t c = mat_of(out, s.off[2]);
     if (kernel != HPU_GEMM_NONE) {
       g.a = a.base;
       g.b = b.base;

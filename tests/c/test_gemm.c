@@ -199,6 +199,15 @@ static void test_dot_bf16(void) {
   if (!hpu_gemm_have_bf16dot()) printf("(no AVX512_BF16: F32FMA instead) ");
   run_threads(HPU_GEMM_BF16DOT, HPU_BFLOAT16);
 }
+/* Two threads only: "auto bfloat16" runs AMX on both counts where the CPU
+ * has it (the test's time stays within its limit on a loaded machine). */
+static void test_amx_bf16(void) {
+  if (!hpu_gemm_have_amx()) printf("(no AMX: BF16DOT / F32FMA instead) ");
+  int saved = hpu_get_num_threads();
+  hpu_set_num_threads(2);
+  run_all(HPU_GEMM_AMXBF16, HPU_BFLOAT16);
+  hpu_set_num_threads(saved);
+}
 static void test_old_path(void) {
   run_threads(HPU_GEMM_NONE, HPU_FLOAT32);
   run_threads(HPU_GEMM_NONE, HPU_BFLOAT16);
@@ -217,6 +226,8 @@ static void test_blocks(void) {
       {1, 110, 300, 2501, 1, 0, 1, 0, 0, 1.0f, 0.0f},
       /* bf16 A > 512 KB read in place by one column part per thread */
       {1, 520, 256, 1030, 0, 0, 1, 0, 1, 1.0f, 0.5f},  {1, 520, 250, 1031, 0, 1, 1, 0, 0, 1.0f, 0.0f},
+      /* long k: AMX packs B in several column chunks (plain and transposed A) */
+      {1, 13, 300, 1900, 0, 0, 1, 0, 1, 1.0f, 0.5f},   {1, 13, 300, 1901, 1, 1, 1, 0, 0, 1.0f, 0.0f},
   };
   hpu_dtype_t dts[] = {HPU_FLOAT32, HPU_BFLOAT16};
   int saved = hpu_get_num_threads();
@@ -231,6 +242,42 @@ static void test_blocks(void) {
   hpu_set_num_threads(saved);
 }
 
+/* Bottom-edge heights: every m mod 12 (each row count has its own kernel,
+ * reading A in place or from a packed panel), on fp32 and bf16 with each
+ * kernel, against the double loop: odd k, k over one k block (partial sums
+ * of the edge rows), column edges, transposed A and B, alpha/beta through
+ * the direct store, and batches run one product per thread. */
+static void test_row_edges(void) {
+  static const int ks[] = {7, 401};
+  static const struct {
+    int kernel;
+    hpu_dtype_t dt;
+  } kk[] = {{HPU_GEMM_F32FMA, HPU_FLOAT32},
+             {HPU_GEMM_BF16DOT, HPU_BFLOAT16},
+             {HPU_GEMM_F32FMA, HPU_BFLOAT16},
+             {HPU_GEMM_AMXBF16, HPU_BFLOAT16}};
+  int saved = hpu_get_num_threads();
+  hpu_set_num_threads(2);
+  for (size_t q = 0; q < sizeof kk / sizeof kk[0]; q++) {
+    int old = hpu_gemm_force(kk[q].kernel);
+    case_fails = 0;
+    for (int m = 2; m <= 26 && case_fails <= 4; m++)
+      for (int ki = 0; ki < 2; ki++)
+        for (int ta = 0; ta < 2; ta++) {
+          mm_case_t c = {1, m, m % 3 == 0 ? 45 : 64, ks[ki], ta, (m + ki) & 1, 1, 0, 0, 1.0f, 0.0f};
+          if (m % 4 == 1) { /* bias with beta, alpha */
+            c.bias = 1;
+            c.alpha = 2.0f;
+            c.beta = 0.5f;
+          }
+          if (m % 5 == 2) c.bt = 4;
+          check(&c, kk[q].dt, (m + ta) & 1);
+        }
+    hpu_gemm_force(old);
+  }
+  hpu_set_num_threads(saved);
+}
+
 /* Rounding of the result happens once: bf16 output of a sum that is exact in
  * fp32 but not in bf16 (1 + 2^-9 + 2^-9 ... rounds to 1 only at the end). */
 static void test_round_once(void) {
@@ -240,8 +287,8 @@ static void test_round_once(void) {
     A[i] = hpu_float_to_bf16(i == 0 ? 1.0f : 1.0f / 512);
     B[i] = hpu_float_to_bf16(1.0f);
   }
-  int kernels[] = {HPU_GEMM_AUTO, HPU_GEMM_F32FMA, HPU_GEMM_BF16DOT};
-  for (int kk = 0; kk < 3; kk++) {
+  int kernels[] = {HPU_GEMM_AUTO, HPU_GEMM_F32FMA, HPU_GEMM_BF16DOT, HPU_GEMM_AMXBF16};
+  for (int kk = 0; kk < 4; kk++) {
     int old = hpu_gemm_force(kernels[kk]);
     int64_t as[2] = {1, K}, bs[2] = {K, 1}, os[2] = {1, 1};
     hpu_node_t nd;
@@ -263,8 +310,8 @@ static void test_round_once(void) {
 
 /* beta == 0 ignores NaN in in2; NaN and Inf in operands propagate. */
 static void test_nan_inf(void) {
-  int kernels[] = {HPU_GEMM_F32FMA, HPU_GEMM_BF16DOT};
-  for (int kk = 0; kk < 2; kk++) {
+  int kernels[] = {HPU_GEMM_F32FMA, HPU_GEMM_BF16DOT, HPU_GEMM_AMXBF16};
+  for (int kk = 0; kk < 3; kk++) {
     int old = hpu_gemm_force(kernels[kk]);
     uint16_t A[4 * 4], B[4 * 4], C[4 * 4], O[4 * 4];
     for (int i = 0; i < 16; i++) {
@@ -305,8 +352,10 @@ int main(void) {
   CU_add_test(s, "f32 fma float32", test_fma_f32);
   CU_add_test(s, "f32 fma bfloat16", test_fma_bf16);
   CU_add_test(s, "bf16 dot bfloat16", test_dot_bf16);
+  CU_add_test(s, "amx bfloat16", test_amx_bf16);
   CU_add_test(s, "blas/convert path", test_old_path);
   CU_add_test(s, "batches and blocks", test_blocks);
+  CU_add_test(s, "row edges", test_row_edges);
   CU_add_test(s, "round once", test_round_once);
   CU_add_test(s, "nan/inf", test_nan_inf);
   CU_basic_set_mode(CU_BRM_VERBOSE);

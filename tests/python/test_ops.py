@@ -177,6 +177,41 @@ def test_matmul_large_blocks(dtype, threads):
         torch.set_num_threads(old)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_matmul_broadcast_batches_strided(dtype):
+    """Batched matmul over broadcast batch dims with non-contiguous operands
+    (views made on the device, so the kernels see the strides): transposed
+    last dims, a stepped batch dim, permuted batch dims, BERT's attention
+    views of [batch, seq, heads, dim]; row counts that leave every kind of
+    bottom edge (128 = 10 x 12 + 8, 37, 13) and odd k."""
+    tol = dict(atol=2e-1, rtol=2e-2) if dtype == torch.bfloat16 else dict(atol=1e-4, rtol=1e-4)
+
+    def both(x, view):  # the same view of x on the cpu and of its copy on the hpu
+        return view(x), view(x.to("hpu"))
+
+    # [2, 1, 3] x [4, 1] batch dims -> [2, 4, 3]; A transposed in its last dims
+    a, ah = both(make((2, 1, 3, 21, 37), dtype, 40), lambda t: t.transpose(-1, -2))
+    b, bh = both(make((4, 1, 21, 45), dtype, 41), lambda t: t)
+    assert_close_to_cpu(ah @ bh, a @ b, **tol)
+    # B every other batch of a larger tensor, transposed; A's batch dims permuted
+    a, ah = both(make((3, 2, 13, 33), dtype, 42), lambda t: t.permute(1, 0, 2, 3))
+    b, bh = both(make((6, 45, 33), dtype, 43), lambda t: t[::2].transpose(-1, -2))
+    assert_close_to_cpu(ah @ bh, a @ b, **tol)
+    # attention: heads split out of [batch, seq, hidden] as views (no copies)
+    split = lambda t: t.view(2, 128, 4, 64).transpose(1, 2)  # noqa: E731
+    q, qh = both(make((2, 128, 256), dtype, 44), split)
+    k, kh = both(make((2, 128, 256), dtype, 45), split)
+    s, sh = q @ k.transpose(-1, -2), qh @ kh.transpose(-1, -2)
+    assert_close_to_cpu(sh, s, **tol)
+    v, vh = both(make((2, 128, 256), dtype, 46), split)
+    p, ph = both(s.float().softmax(-1).to(dtype), lambda t: t)  # the same P on both sides
+    assert_close_to_cpu(ph @ vh, p @ v, **tol)
+    assert_close_to_cpu(ph.transpose(-1, -2) @ vh, p.transpose(-1, -2) @ v, **tol)  # dV = P^T dO
+    # one operand broadcast over the batch through a stride-0 expand
+    w, wh = both(make((64, 37), dtype, 47), lambda t: t.expand(2, 4, 64, 37))
+    assert_close_to_cpu(vh @ wh, v @ w, **tol)
+
+
 def test_matmul_bf16_rounding_exact():
     """bf16 products round their fp32 sums once, to nearest even, exactly as
     PyTorch converts fp32 to bf16. Small integers keep every fp32 sum exact
