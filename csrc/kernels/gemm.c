@@ -1040,11 +1040,11 @@ __attribute__((target("amx-tile,amx-bf16"))) static void amx_range(void *ctx, in
   const hpu_gemm_t *g = P->g;
   int64_t np = (g->n + 31) / 32;
   int w0 = atomic_fetch_add(&P->nextw, 1);
-  char *own = NULL, *scr = P->scratch + (size_t)w0 * P->per;
-  if (w0 >= P->nwork) { /* the pool grew since the plan was made */
-    scr = own = aligned_alloc(64, P->per);
-    if (!own) abort();
-  }
+  /* More callers than scratch blocks (the pool grew since the plan was
+   * made): the ones holding a block claim every product, so this one can
+   * leave at once. */
+  if (w0 >= P->nwork) return;
+  char *scr = P->scratch + (size_t)w0 * P->per;
   amx_cfg_t cfg;
   memset(&cfg, 0, sizeof cfg);
   cfg.palette = 1;
@@ -1061,7 +1061,6 @@ __attribute__((target("amx-tile,amx-bf16"))) static void amx_range(void *ctx, in
     amx_part(P, &gb, u0 * 32, u1 * 32 < g->n ? u1 * 32 : g->n, scr);
   }
   _tile_release();
-  free(own);
 }
 
 static int amx_run(const hpu_gemm_t *g, int64_t nbatch, const int64_t *offs) {
