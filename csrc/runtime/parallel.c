@@ -20,8 +20,9 @@
  * caller spins on (then sleeps; the last finisher wakes it).
  *
  * Any thread may help with the running job (hpu_parallel_help): the host
- * thread does so while it waits in synchronize, instead of spinning idle
- * while the kernel needs the CPU.
+ * thread does so while it waits in synchronize, and an idle queue worker
+ * while it stays awake for more tasks (hpu_parallel_pending is the cheap
+ * look), instead of spinning idle while the kernel needs the CPU.
  *
  * A second thread that finds the pool busy (two cards' workers, say) runs
  * its range inline instead of queueing behind the first, which also rules
@@ -197,6 +198,11 @@ static int grow_pool(int want) {
     pool.nworkers++;
   }
   return pool.nworkers;
+}
+
+int hpu_parallel_pending(void) {
+  uint64_t t = atomic_load_explicit(&pool.ticket, memory_order_relaxed);
+  return !in_parallel && T_NEXT(t) < T_NCH(t);
 }
 
 int hpu_parallel_help(void) {

@@ -7,7 +7,14 @@
  *  - the worker spins briefly when the ring runs dry before it sleeps, so a
  *    loop of small ops rarely pays for a futex wake-up;
  *  - synchronize reads two atomic counters and returns at once when the
- *    queue is idle; otherwise it spins briefly, then sleeps on a condvar.
+ *    queue is idle; otherwise it runs the tasks the worker has not started
+ *    yet itself, in order (a task is claimed under the lock and one runs at
+ *    a time, whichever thread runs it): on a 2-core box, handing a kernel
+ *    to a worker that must first wake up costs tens of microseconds while
+ *    the host would only wait; for a task the worker is running, it helps
+ *    with the kernel's pool chunks, spins briefly, then sleeps on a condvar;
+ *  - an idle worker that stays awake helps with the running kernel's pool
+ *    chunks (the host may be running that kernel) instead of spinning idle.
  *
  * A failing task leaves a sticky error on the card (first error wins, with
  * the worker's message); the next synchronize/query returns and clears it.
@@ -19,7 +26,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "hpu/parallel.h"
 
@@ -27,7 +33,6 @@
 
 #define WORKER_SPIN_NS 20000  /* worker: how long to wait for more work awake */
 #define SYNC_SPIN_NS 100000   /* synchronize: how long to stay awake before sleeping */
-#define SYNC_SLICE_NS 2000     /* synchronize: spin slice between looks for kernel chunks */
 
 typedef struct task {
   hpu_task_fn fn;
@@ -42,6 +47,8 @@ typedef struct queue {
   task_t *ring;
   size_t cap, head, count; /* cap is a power of two */
   _Atomic uint64_t submitted, completed;
+  _Atomic uint64_t started; /* tasks taken from the ring (by the worker or a synchronizer) */
+  atomic_int running;       /* a task taken from the ring is running (at most one) */
   atomic_int has_error;
   int sleeping, waiters, stopping;
   pthread_t thread;
@@ -78,33 +85,63 @@ static void run_task(queue_t *q, const task_t *t) {
   }
 }
 
+/* Called with q->mu held: the next task may start (none is running). */
+static int can_start(const queue_t *q) { return q->count > 0 && !atomic_load(&q->running); }
+
+/* Called with q->mu held and can_start(q): takes the head task. */
+static task_t take_task(queue_t *q) {
+  task_t t = q->ring[q->head];
+  q->head = (q->head + 1) & (q->cap - 1);
+  q->count--;
+  atomic_store(&q->running, 1);
+  atomic_fetch_add_explicit(&q->started, 1, memory_order_relaxed);
+  return t;
+}
+
+/* Called with q->mu held after a taken task ran. */
+static void finish_task(queue_t *q) {
+  atomic_store(&q->running, 0);
+  atomic_fetch_add_explicit(&q->completed, 1, memory_order_release);
+  if (q->waiters) pthread_cond_broadcast(&q->done_cv);
+}
+
+/* The worker's spin condition: 1 when a task may start,
+ * 2 when the pool has chunks it could help with. */
+static int worker_wake(void *p) {
+  queue_t *q = p;
+  if (atomic_load_explicit(&q->started, memory_order_relaxed) <
+          atomic_load_explicit(&q->submitted, memory_order_relaxed) &&
+      !atomic_load_explicit(&q->running, memory_order_relaxed))
+    return 1;
+  return hpu_parallel_pending() ? 2 : 0;
+}
+
 static void *worker_main(void *p) {
   queue_t *q = p;
   worker_device = q->device;
   pthread_mutex_lock(&q->mu);
   for (;;) {
-    if (q->count == 0) {
-      if (q->stopping) break;
-      /* Stay awake a little: the host is often about to enqueue more. */
+    if (!can_start(q)) {
+      if (q->stopping && q->count == 0) break;
+      /* Stay awake a little: the host is often about to enqueue more, or
+       * is itself running a kernel whose chunks this thread can take. */
       pthread_mutex_unlock(&q->mu);
-      uint64_t seen = atomic_load_explicit(&q->completed, memory_order_relaxed);
-      hpu_spin_wait_u64(&q->submitted, seen, WORKER_SPIN_NS);
+      while (hpu_spin_until(worker_wake, q, WORKER_SPIN_NS) == 2) hpu_parallel_help();
       pthread_mutex_lock(&q->mu);
-      if (q->count == 0 && !q->stopping) {
+      if (!can_start(q) && !(q->stopping && q->count == 0)) {
         q->sleeping = 1;
-        while (q->count == 0 && !q->stopping) pthread_cond_wait(&q->work_cv, &q->mu);
+        /* A synchronizer that runs a task signals when it is done and more
+         * remain (or exit began). */
+        while (!can_start(q) && !(q->stopping && q->count == 0)) pthread_cond_wait(&q->work_cv, &q->mu);
         q->sleeping = 0;
       }
       continue;
     }
-    task_t t = q->ring[q->head];
-    q->head = (q->head + 1) & (q->cap - 1);
-    q->count--;
+    task_t t = take_task(q);
     pthread_mutex_unlock(&q->mu);
     run_task(q, &t);
     pthread_mutex_lock(&q->mu);
-    atomic_fetch_add_explicit(&q->completed, 1, memory_order_release);
-    if (q->waiters) pthread_cond_broadcast(&q->done_cv);
+    finish_task(q);
   }
   pthread_mutex_unlock(&q->mu);
   return NULL;
@@ -211,36 +248,62 @@ static hpu_status_t take_error(queue_t *q) {
   return st;
 }
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+
+typedef struct {
+  queue_t *q;
+  uint64_t target;
+  int take; /* may run unstarted tasks itself */
+} waiter_t;
+
+/* The synchronizer's spin condition: 1 when the target is reached or the
+ * next task may be taken, 2 when the pool has chunks to help with. */
+static int sync_wake(void *p) {
+  const waiter_t *w = p;
+  queue_t *q = w->q;
+  if (atomic_load_explicit(&q->completed, memory_order_acquire) >= w->target) return 1;
+  if (w->take && atomic_load_explicit(&q->started, memory_order_relaxed) < w->target &&
+      !atomic_load_explicit(&q->running, memory_order_relaxed))
+    return 1;
+  return hpu_parallel_pending() ? 2 : 0;
 }
 
-/* Waits for `target` completions, first awake: the waiting thread helps with
- * the chunks of the kernel the worker is running (on a 2-core box the host
- * would otherwise spin on a core the kernel needs), then spins; it sleeps
- * only when the work outlasts the budget. */
-static void wait_submitted(queue_t *q) {
-  uint64_t target = atomic_load_explicit(&q->submitted, memory_order_relaxed);
-  if (atomic_load_explicit(&q->completed, memory_order_acquire) < target) {
-    uint64_t deadline = 0;
-    while (atomic_load_explicit(&q->completed, memory_order_acquire) < target) {
-      if (hpu_parallel_help() > 0) continue;
-      if (hpu_spin_wait_ge_u64(&q->completed, target, SYNC_SLICE_NS)) break;
-      uint64_t t = now_ns();
-      if (!hpu_spin_enabled()) break;
-      if (!deadline) deadline = t + SYNC_SPIN_NS;
-      else if (t > deadline) break;
-    }
-    if (atomic_load_explicit(&q->completed, memory_order_acquire) < target) {
-      pthread_mutex_lock(&q->mu);
-      q->waiters++;
-      while (atomic_load(&q->completed) < target) pthread_cond_wait(&q->done_cv, &q->mu);
-      q->waiters--;
+/* Waits for the tasks pushed before the call (`target` completions).
+ * With take, tasks nobody has started yet run on this thread, in order, as
+ * the card's (so a task still cannot wait for its own queue); otherwise, and
+ * while the worker runs one, the thread helps with the kernel's pool chunks
+ * (on a 2-core box it would otherwise spin on a core the kernel needs),
+ * spins, and sleeps only when the work outlasts the budget. */
+static void wait_submitted(queue_t *q, int take) {
+  waiter_t w = {q, atomic_load_explicit(&q->submitted, memory_order_relaxed), take};
+  if (atomic_load_explicit(&q->completed, memory_order_acquire) >= w.target) return;
+  pthread_mutex_lock(&q->mu);
+  for (;;) {
+    if (atomic_load(&q->completed) >= w.target) break;
+    if (take && can_start(q) && atomic_load(&q->started) < w.target) {
+      task_t t = take_task(q);
       pthread_mutex_unlock(&q->mu);
+      int saved = worker_device;
+      worker_device = q->device;
+      run_task(q, &t);
+      worker_device = saved;
+      pthread_mutex_lock(&q->mu);
+      finish_task(q);
+      /* Tasks pushed after the call are the worker's again. */
+      if (q->sleeping && (q->count > 0 || q->stopping)) pthread_cond_signal(&q->work_cv);
+      continue;
+    }
+    pthread_mutex_unlock(&q->mu);
+    int r;
+    while ((r = hpu_spin_until(sync_wake, &w, SYNC_SPIN_NS)) == 2) hpu_parallel_help();
+    pthread_mutex_lock(&q->mu);
+    if (r == 0) { /* out of budget: sleep until the next completion */
+      q->waiters++;
+      uint64_t seen = atomic_load(&q->completed);
+      while (atomic_load(&q->completed) == seen && seen < w.target) pthread_cond_wait(&q->done_cv, &q->mu);
+      q->waiters--;
     }
   }
+  pthread_mutex_unlock(&q->mu);
 }
 
 hpu_status_t hpu_queue_sync(int device) {
@@ -251,7 +314,7 @@ hpu_status_t hpu_queue_sync(int device) {
     return hpu_error(HPU_ERROR_INVALID_ARGUMENT,
                      "hpu:%d: a task running on the card's queue cannot wait for that queue "
                      "(it would wait for itself)", device);
-  wait_submitted(q);
+  wait_submitted(q, 1);
   return take_error(q);
 }
 
@@ -259,7 +322,9 @@ void hpu_queue_drain(int device) {
   hpu_status_t st;
   queue_t *q = queue_get(device, 0, &st);
   if (!q || worker_device == device) return;
-  wait_submitted(q);
+  /* Only waits: callers hold locks (the allocator's) that a task's release
+   * callback could take. */
+  wait_submitted(q, 0);
 }
 
 hpu_status_t hpu_queue_query(int device) {

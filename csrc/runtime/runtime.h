@@ -54,6 +54,10 @@ int hpu_spin_wait_u64(const void *word, uint64_t old, uint64_t budget_ns);
 int hpu_spin_enabled(void);
 /* Same, but waits until *word >= target. */
 int hpu_spin_wait_ge_u64(const void *word, uint64_t target, uint64_t budget_ns);
+/* Same, for a condition: spins until cond(arg) returns non-zero and returns
+ * that value, or 0 once the budget is spent. cond must be cheap; a value
+ * may mean "there is work to do" (the caller does it, then spins again). */
+int hpu_spin_until(int (*cond)(void *), void *arg, uint64_t budget_ns);
 
 /* allocator.c: HPU graph capture. Blocks allocated while a capture is on
  * belong to `owner`: freeing one only marks it, since replays write it

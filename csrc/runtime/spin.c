@@ -54,6 +54,22 @@ static int spin(const _Atomic uint64_t *w, uint64_t v, int ge, uint64_t budget_n
 #undef DONE
 }
 
+int hpu_spin_until(int (*cond)(void *), void *arg, uint64_t budget_ns) {
+  int r = cond(arg);
+  if (r) return r;
+  pthread_once(&cpu_once, detect_cpus);
+  if (single_cpu || budget_ns == 0) return 0;
+  uint64_t deadline = now_ns() + budget_ns;
+  for (;;) {
+    for (int i = 0; i < 64; i++) {
+      if ((r = cond(arg))) return r;
+      cpu_relax();
+    }
+    if (now_ns() > deadline) return cond(arg);
+    sched_yield();
+  }
+}
+
 int hpu_spin_enabled(void) {
   pthread_once(&cpu_once, detect_cpus);
   return !single_cpu;

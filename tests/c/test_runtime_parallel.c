@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include <CUnit/Basic.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,6 +154,108 @@ static void test_fork_child(void) {
   CU_ASSERT(check_cover(3000, 10, 3));
 }
 
+static atomic_int pending_seen, release_first;
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void *watch_pending(void *arg) {
+  (void)arg;
+  double t0 = now_s();
+  while (!atomic_load(&pending_seen) && now_s() - t0 < 5.0)
+    if (hpu_parallel_pending()) atomic_store(&pending_seen, 1);
+  atomic_store(&release_first, 1);
+  return NULL;
+}
+
+static void held_range(void *ctx, int64_t b, int64_t e) {
+  cover_range(ctx, b, e);
+  /* Every thread holds its first chunk until the watcher looked: the job's
+   * other chunks stay unclaimed meanwhile. */
+  while (!atomic_load(&release_first)) usleep(100);
+}
+
+/* hpu_parallel_pending: set while a job has unclaimed chunks, clear after.
+ * 8 threads: the job has 32 chunks, and at most 8 threads (the pool never
+ * shrinks; earlier tests grew it to 7) hold one each. */
+static void test_pending(void) {
+  CU_ASSERT_EQUAL(hpu_set_num_threads(8), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_parallel_pending(), 0);
+  atomic_store(&pending_seen, 0);
+  atomic_store(&release_first, 0);
+  pthread_t w;
+  CU_ASSERT_EQUAL_FATAL(pthread_create(&w, NULL, watch_pending, NULL), 0);
+  cover_t c = {.hits = calloc(8000, sizeof(int)), .min_chunk = INT64_MAX,
+               .caller = pthread_self(), .mu = PTHREAD_MUTEX_INITIALIZER};
+  hpu_parallel_for(8000, 100, held_range, &c);
+  pthread_join(w, NULL);
+  int ok = 1;
+  for (int i = 0; i < 8000; i++) ok &= c.hits[i] == 1;
+  CU_ASSERT(ok);
+  CU_ASSERT(atomic_load(&pending_seen));
+  CU_ASSERT_EQUAL(hpu_parallel_pending(), 0);
+  free(c.hits);
+}
+
+typedef struct {
+  atomic_int on_queue_worker;
+  atomic_int chunks;
+} helped_t;
+
+static void named_range(void *ctx, int64_t b, int64_t e) {
+  (void)b;
+  (void)e;
+  helped_t *h = ctx;
+  char name[32] = "";
+  pthread_getname_np(pthread_self(), name, sizeof name);
+  if (strcmp(name, "hpu0-queue") == 0) atomic_fetch_add(&h->on_queue_worker, 1);
+  atomic_fetch_add(&h->chunks, 1);
+  usleep(300);
+}
+
+static hpu_status_t empty_task(void *arg) {
+  (void)arg;
+  return HPU_SUCCESS;
+}
+
+static atomic_int poking;
+
+/* Keeps card 0's worker busy with empty tasks, so it is awake between them. */
+static void *poke_queue(void *arg) {
+  hpu_stream_t *s = arg;
+  while (atomic_load(&poking)) {
+    hpu_stream_enqueue(*s, empty_task, NULL, NULL);
+    usleep(50);
+  }
+  return NULL;
+}
+
+/* A queue worker that is awake and idle takes chunks of the running job
+ * (as when a synchronize runs a kernel on the host thread). */
+static void test_idle_queue_worker_helps(void) {
+  CU_ASSERT_EQUAL(hpu_set_num_threads(2), HPU_SUCCESS);
+  hpu_stream_t s;
+  CU_ASSERT_EQUAL_FATAL(hpu_stream_default(0, &s), HPU_SUCCESS);
+  atomic_store(&poking, 1);
+  pthread_t t;
+  CU_ASSERT_EQUAL_FATAL(pthread_create(&t, NULL, poke_queue, &s), 0);
+  int helped = 0, all = 1;
+  for (int rep = 0; rep < 200 && !helped; rep++) {
+    helped_t h = {0, 0};
+    hpu_parallel_for(8 * 100, 100, named_range, &h);
+    all &= atomic_load(&h.chunks) == 8;
+    helped = atomic_load(&h.on_queue_worker) > 0;
+  }
+  atomic_store(&poking, 0);
+  pthread_join(t, NULL);
+  CU_ASSERT_EQUAL(hpu_stream_synchronize(s), HPU_SUCCESS);
+  CU_ASSERT(all);
+  CU_ASSERT(helped);
+}
+
 static void nop_range(void *ctx, int64_t b, int64_t e) {
   (void)ctx;
   (void)b;
@@ -179,6 +282,8 @@ int main(void) {
   CU_add_test(s, "nested calls run inline", test_nested);
   CU_add_test(s, "concurrent callers", test_concurrent_callers);
   CU_add_test(s, "forked child", test_fork_child);
+  CU_add_test(s, "pending chunks", test_pending);
+  CU_add_test(s, "an idle queue worker helps", test_idle_queue_worker_helps);
   CU_add_test(s, "call overhead", test_overhead);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();

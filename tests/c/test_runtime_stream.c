@@ -24,10 +24,19 @@ static double now_s(void) {
 
 #define LOG_MAX 20000
 static int log_buf[LOG_MAX];
-static int log_len; /* only the card 0 worker writes */
+static atomic_int log_len; /* written by the task running on card 0 (one at a time) */
 
+static pthread_t main_thread;
+static atomic_int ran_on_main; /* tasks that ran on the main thread (taken over by a synchronize) */
+
+/* Tasks run one at a time, on the worker or on a synchronizing thread. */
 static hpu_status_t append_task(void *arg) {
-  if (log_len < LOG_MAX) log_buf[log_len++] = (int)(intptr_t)arg;
+  int n = atomic_load_explicit(&log_len, memory_order_relaxed);
+  if (n < LOG_MAX) {
+    log_buf[n] = (int)(intptr_t)arg;
+    atomic_store_explicit(&log_len, n + 1, memory_order_release); /* readers see the entry */
+  }
+  if (pthread_equal(pthread_self(), main_thread)) atomic_fetch_add(&ran_on_main, 1);
   return HPU_SUCCESS;
 }
 
@@ -37,6 +46,7 @@ static hpu_status_t sleep_task(void *arg) {
 }
 
 static hpu_status_t fail_task(void *arg) {
+  if (pthread_equal(pthread_self(), main_thread)) atomic_fetch_add(&ran_on_main, 1);
   return hpu_error(HPU_ERROR_INVALID_ARGUMENT, "boom %d", (int)(intptr_t)arg);
 }
 
@@ -270,6 +280,191 @@ static void test_cross_card_wait(void) {
   CU_ASSERT_EQUAL(hpu_stream_synchronize(s1), HPU_SUCCESS);
 }
 
+/* Lets the worker fall asleep, so that a synchronize right after a push
+ * finds the task unstarted and runs it itself. */
+static void let_worker_sleep(void) { usleep(2000); }
+
+static int wait_idle(hpu_stream_t s, double timeout_s) {
+  double t0 = now_s();
+  while (hpu_stream_query(s) == HPU_ERROR_NOT_READY)
+    if (now_s() - t0 > timeout_s) return 0;
+  return 1;
+}
+
+/* A synchronize runs unstarted tasks on the calling thread, in order; the
+ * worker picks up the work pushed afterwards. */
+static void test_takeover_order(void) {
+  hpu_stream_t s = {0, 0};
+  CU_ASSERT_EQUAL_FATAL(hpu_stream_synchronize(s), HPU_SUCCESS);
+  int ordered = 1, all_ran = 1, took = 0;
+  for (int rep = 0; rep < 50; rep++) {
+    let_worker_sleep();
+    log_len = 0;
+    atomic_store(&ran_on_main, 0);
+    atomic_store(&released, 0);
+    for (int i = 0; i < 200; i++)
+      CU_ASSERT_EQUAL(hpu_stream_enqueue(s, append_task, (void *)(intptr_t)i, count_release), HPU_SUCCESS);
+    CU_ASSERT_EQUAL(hpu_stream_synchronize(s), HPU_SUCCESS);
+    all_ran &= log_len == 200 && atomic_load(&released) == 200;
+    for (int i = 0; i < log_len; i++) ordered &= log_buf[i] == i;
+    took += atomic_load(&ran_on_main) > 0;
+    /* Work pushed after a takeover runs without a synchronize (the worker). */
+    int before = atomic_load(&ran_on_main);
+    for (int i = 200; i < 300; i++)
+      CU_ASSERT_EQUAL(hpu_stream_enqueue(s, append_task, (void *)(intptr_t)i, NULL), HPU_SUCCESS);
+    CU_ASSERT_FATAL(wait_idle(s, 10.0));
+    all_ran &= log_len == 300;
+    CU_ASSERT_EQUAL(atomic_load(&ran_on_main), before);
+    for (int i = 0; i < log_len; i++) ordered &= log_buf[i] == i;
+  }
+  CU_ASSERT(ordered);
+  CU_ASSERT(all_ran);
+  CU_ASSERT(took > 0); /* the takeover path ran at least once */
+}
+
+/* Errors of tasks run by a synchronize are sticky as ever: first one wins,
+ * later tasks still run, the next synchronize is clean. */
+static void test_takeover_errors(void) {
+  hpu_stream_t s = {0, 0};
+  CU_ASSERT_EQUAL_FATAL(hpu_stream_synchronize(s), HPU_SUCCESS);
+  int took = 0, ok = 1;
+  for (int rep = 0; rep < 50; rep++) {
+    let_worker_sleep();
+    log_len = 0;
+    atomic_store(&ran_on_main, 0);
+    hpu_error(HPU_SUCCESS, "%s", "");
+    CU_ASSERT_EQUAL(hpu_stream_enqueue(s, fail_task, (void *)(intptr_t)(100 + rep), NULL), HPU_SUCCESS);
+    CU_ASSERT_EQUAL(hpu_stream_enqueue(s, fail_task, (void *)(intptr_t)7, NULL), HPU_SUCCESS);
+    CU_ASSERT_EQUAL(hpu_stream_enqueue(s, append_task, (void *)(intptr_t)0, NULL), HPU_SUCCESS);
+    ok &= hpu_stream_synchronize(s) == HPU_ERROR_INVALID_ARGUMENT;
+    char want[32];
+    snprintf(want, sizeof want, "boom %d", 100 + rep);
+    ok &= strcmp(hpu_last_error(), want) == 0;
+    ok &= log_len == 1;
+    ok &= hpu_stream_synchronize(s) == HPU_SUCCESS;
+    took += atomic_load(&ran_on_main) > 0;
+  }
+  CU_ASSERT(ok);
+  CU_ASSERT(took > 0);
+  /* An error left by a task the worker ran after a takeover is reported too. */
+  let_worker_sleep();
+  CU_ASSERT_EQUAL(hpu_stream_enqueue(s, empty_task, NULL, NULL), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_stream_synchronize(s), HPU_SUCCESS);
+  atomic_store(&ran_on_main, 0);
+  CU_ASSERT_EQUAL(hpu_stream_enqueue(s, fail_task, (void *)(intptr_t)9, NULL), HPU_SUCCESS);
+  usleep(20000); /* the worker runs it */
+  CU_ASSERT_EQUAL(hpu_stream_synchronize(s), HPU_ERROR_INVALID_ARGUMENT);
+  CU_ASSERT_STRING_EQUAL(hpu_last_error(), "boom 9");
+  CU_ASSERT_EQUAL(atomic_load(&ran_on_main), 0);
+}
+
+static atomic_int producing;
+
+static void *steady_producer(void *arg) {
+  producer_t *p = arg;
+  hpu_stream_t s = {0, 0};
+  for (int i = 0; i < p->n; i++) {
+    hpu_stream_enqueue(s, append_task, (void *)(intptr_t)(p->thread * 100000 + i), NULL);
+    if (i % 64 == 0) usleep(50);
+  }
+  atomic_store(&producing, 0);
+  return NULL;
+}
+
+/* One thread pushes while another pushes and synchronizes: both sequences
+ * stay in order, nothing is lost or run twice, each synchronize returns
+ * after its own thread's earlier pushes. */
+static void test_takeover_concurrent_push(void) {
+  hpu_stream_t s = {0, 0};
+  CU_ASSERT_EQUAL_FATAL(hpu_stream_synchronize(s), HPU_SUCCESS);
+  log_len = 0;
+  atomic_store(&producing, 1);
+  producer_t p = {1, 8000};
+  pthread_t t;
+  CU_ASSERT_EQUAL_FATAL(pthread_create(&t, NULL, steady_producer, &p), 0);
+  int mine = 0, synced_ok = 1;
+  while (atomic_load(&producing) && mine < 9000) {
+    for (int k = 0; k < 3; k++, mine++)
+      hpu_stream_enqueue(s, append_task, (void *)(intptr_t)(2 * 100000 + mine), NULL);
+    CU_ASSERT_EQUAL(hpu_stream_synchronize(s), HPU_SUCCESS);
+    /* Everything this thread pushed has run: its last value is logged. */
+    int seen = 0;
+    for (int i = atomic_load(&log_len) - 1; i >= 0 && !seen; i--) seen = log_buf[i] == 2 * 100000 + mine - 1;
+    synced_ok &= seen;
+  }
+  pthread_join(t, NULL);
+  CU_ASSERT_EQUAL(hpu_stream_synchronize(s), HPU_SUCCESS);
+  CU_ASSERT(synced_ok);
+  CU_ASSERT_EQUAL(log_len, 8000 + mine);
+  int next[3] = {0, 0, 0}, ok = 1;
+  for (int i = 0; i < log_len; i++) {
+    int th = log_buf[i] / 100000, seq = log_buf[i] % 100000;
+    if (th < 1 || th > 2 || seq != next[th]) ok = 0;
+    else next[th]++;
+  }
+  CU_ASSERT(ok);
+  CU_ASSERT_EQUAL(next[1], 8000);
+  CU_ASSERT_EQUAL(next[2], mine);
+}
+
+typedef struct {
+  hpu_event_t ev;
+  hpu_status_t st;
+} event_sync_t;
+
+static hpu_status_t sync_event_task(void *arg) {
+  event_sync_t *e = arg;
+  if (pthread_equal(pthread_self(), main_thread)) atomic_fetch_add(&ran_on_main, 1);
+  e->st = hpu_event_synchronize(e->ev);
+  return HPU_SUCCESS;
+}
+
+/* Events recorded between tasks a synchronize runs: completion, timing,
+ * and a task that waits for a later event on its own card still fails
+ * (it runs as the card's, whichever thread runs it). */
+static void test_takeover_events(void) {
+  hpu_stream_t s = {0, 0};
+  hpu_event_t a, b;
+  CU_ASSERT_EQUAL_FATAL(hpu_event_create(&a, 1), HPU_SUCCESS);
+  CU_ASSERT_EQUAL_FATAL(hpu_event_create(&b, 1), HPU_SUCCESS);
+  int took = 0;
+  for (int rep = 0; rep < 20; rep++) {
+    let_worker_sleep();
+    atomic_store(&ran_on_main, 0);
+    CU_ASSERT_EQUAL(hpu_stream_enqueue(s, append_task, (void *)(intptr_t)0, NULL), HPU_SUCCESS);
+    CU_ASSERT_EQUAL(hpu_event_record(a, s), HPU_SUCCESS);
+    CU_ASSERT_EQUAL(hpu_stream_enqueue(s, sleep_task, (void *)(intptr_t)10000, NULL), HPU_SUCCESS);
+    CU_ASSERT_EQUAL(hpu_event_record(b, s), HPU_SUCCESS);
+    CU_ASSERT_EQUAL(hpu_event_query(b), HPU_ERROR_NOT_READY);
+    CU_ASSERT_EQUAL(hpu_stream_synchronize(s), HPU_SUCCESS);
+    CU_ASSERT_EQUAL(hpu_event_query(a), HPU_SUCCESS);
+    CU_ASSERT_EQUAL(hpu_event_query(b), HPU_SUCCESS);
+    float ms = -1;
+    CU_ASSERT_EQUAL(hpu_event_elapsed_ms(a, b, &ms), HPU_SUCCESS);
+    CU_ASSERT(ms >= 9.5f && ms < 5000.0f);
+    took += atomic_load(&ran_on_main) > 0;
+  }
+  CU_ASSERT(took > 0);
+  /* The record is counted before the task runs (the sleep holds it back). */
+  int failed = 1;
+  took = 0;
+  for (int rep = 0; rep < 10; rep++) {
+    event_sync_t es = {b, HPU_SUCCESS};
+    let_worker_sleep();
+    atomic_store(&ran_on_main, 0);
+    CU_ASSERT_EQUAL(hpu_stream_enqueue(s, sleep_task, (void *)(intptr_t)2000, NULL), HPU_SUCCESS);
+    CU_ASSERT_EQUAL(hpu_stream_enqueue(s, sync_event_task, &es, NULL), HPU_SUCCESS);
+    CU_ASSERT_EQUAL(hpu_event_record(b, s), HPU_SUCCESS);
+    CU_ASSERT_EQUAL(hpu_stream_synchronize(s), HPU_SUCCESS);
+    failed &= es.st == HPU_ERROR_INVALID_ARGUMENT;
+    took += atomic_load(&ran_on_main) > 0;
+  }
+  CU_ASSERT(failed);
+  CU_ASSERT(took > 0);
+  CU_ASSERT_EQUAL(hpu_event_destroy(a), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_event_destroy(b), HPU_SUCCESS);
+}
+
 static void test_overhead(void) {
   hpu_stream_t s = {0, 0};
   CU_ASSERT_EQUAL(hpu_stream_synchronize(s), HPU_SUCCESS);
@@ -295,6 +490,7 @@ int main(void) {
   setenv("HPU_CARD_MEMORY", "64M", 1);
   unsetenv("HABANA_VISIBLE_DEVICES");
   unsetenv("HPU_NUM_CARDS");
+  main_thread = pthread_self();
   if (CU_initialize_registry() != CUE_SUCCESS) return 2;
   CU_pSuite s = CU_add_suite("runtime_stream", NULL, NULL);
   CU_add_test(s, "queued work drains at exit", test_drain_at_exit); /* must run first */
@@ -305,6 +501,10 @@ int main(void) {
   CU_add_test(s, "bad handles", test_bad_handles);
   CU_add_test(s, "events", test_events);
   CU_add_test(s, "cross-card wait", test_cross_card_wait);
+  CU_add_test(s, "synchronize runs unstarted tasks, in order", test_takeover_order);
+  CU_add_test(s, "errors of tasks a synchronize ran", test_takeover_errors);
+  CU_add_test(s, "pushes from another thread while synchronizing", test_takeover_concurrent_push);
+  CU_add_test(s, "events with tasks a synchronize ran", test_takeover_events);
   CU_add_test(s, "enqueue overhead", test_overhead);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();

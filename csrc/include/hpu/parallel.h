@@ -26,6 +26,10 @@ void hpu_parallel_for(int64_t n, int64_t grain, hpu_range_fn fn, void *ctx);
  * synchronize). Returns the number of chunks it ran. */
 int hpu_parallel_help(void);
 
+/* Non-zero when the pool runs a job with chunks nobody has claimed yet that
+ * the calling thread could help with (one atomic load: for spin loops). */
+int hpu_parallel_pending(void);
+
 #ifdef __cplusplus
 }
 #endif
