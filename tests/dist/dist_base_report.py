@@ -8,6 +8,7 @@ tests grouped by reason. Exit status 1 if any test failed or errored, so a
 caller can tell a clean run from the summary alone.
 """
 import collections
+import re
 import sys
 import xml.etree.ElementTree as ET
 
@@ -15,6 +16,19 @@ import xml.etree.ElementTree as ET
 def first_line(text):
     text = (text or "").strip()
     return text.splitlines()[0][:300] if text else ""
+
+
+_EXC = re.compile(r"^(?:E\s+)?((?:\w+\.)*\w*(?:Error|Exception)\b.*)$")
+
+
+def failure_line(elem):
+    # A rank's failure reaches the parent as "RuntimeError: Process N exited
+    # with error code 10 and exception:" followed by the rank's traceback;
+    # the rank's last exception line is the one that says what went wrong.
+    text = (elem.get("message") or "") + "\n" + (elem.text or "")
+    lines = [m.group(1).strip() for m in map(_EXC.match, (l.strip() for l in text.splitlines())) if m]
+    lines = [l for l in lines if not l.startswith("RuntimeError: Process ")]
+    return lines[-1][:300] if lines else first_line(elem.get("message") or elem.text)
 
 
 def collect(path):
@@ -27,9 +41,9 @@ def collect(path):
         err = case.find("error")
         skip = case.find("skipped")
         if fail is not None:
-            out["failed"].append((name, first_line(fail.get("message") or fail.text)))
+            out["failed"].append((name, failure_line(fail)))
         elif err is not None:
-            out["errors"].append((name, first_line(err.get("message") or err.text)))
+            out["errors"].append((name, failure_line(err)))
         elif skip is not None:
             out["skipped"].append((name, first_line(skip.get("message") or skip.text)))
         else:
