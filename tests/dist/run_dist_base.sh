@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # PyTorch's _DistTestBase against hccl (2 ranks).
 #   run_dist_base.sh              the CI subset below (about a minute)
-#   run_dist_base.sh all [XML]    every test of the base class (about 30
+#   run_dist_base.sh all [XML]    every test of the base class (10-13
 #                                 minutes on 2 cores), junit xml kept at XML
 #                                 (default /tmp/dist_base.xml); summarise it
 #                                 with dist_base_report.py
