@@ -326,6 +326,8 @@ def bench_nn(args, info):
         ("layer_norm rows of 1024", ln, lambda n: randn2(n, 1), dict(rtol=1e-4, atol=1e-4)),
         ("sum(-1) rows of 1024", lambda x: x.sum(-1), lambda n: randn2(n, 1), red),
         ("mean(-1) rows of 1024", lambda x: x.mean(-1), lambda n: randn2(n, 1), red),
+        # columns: a bias gradient's reduction ([rows, 1024].sum(0))
+        ("sum(0) columns of 1024", lambda x: x.sum(0), lambda n: randn2(n, 1), dict(rtol=1e-4, atol=1e-3)),
     ]
     run_unary_cases("nn", args, cases)
 

@@ -131,6 +131,31 @@ def test_row_sums(dtype, rows, n):
         assert torch.equal(h[k:, :n].sum(-1).cpu(), whole[k:])
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("shape,dim", [((2048, 256), 0), ((16, 128, 1024), (0, 1)), ((65, 30), 0),
+                                       ((4, 300, 64), 1), ((3, 40, 5, 48), (1, 2)), ((33, 17), 0),
+                                       ((1000, 600), 0)])
+def test_column_sums(dtype, shape, dim):
+    """sum/mean over outer dims with a contiguous kept inner dim (bias and
+    layer-norm weight gradients): rows added per column block, planes for
+    the other kept dims; strided rows; the result independent of the thread
+    count."""
+    x = make(shape, dtype, seed=len(shape))
+    h = x.to("hpu")
+    n = x.numel() // x.shape[-1]
+    for xs, hs in ((x, h), (x[..., 3:], h[..., 3:]), (x[..., :-5], h[..., :-5])):
+        assert_close_to_cpu(hs.sum(dim), xs.sum(dim), **tol(dtype, n))
+        assert_close_to_cpu(hs.mean(dim, keepdim=True), xs.mean(dim, keepdim=True), **tol(dtype, n))
+    assert_close_to_cpu(h.sum(dim, dtype=torch.float32), x.sum(dim, dtype=torch.float32), **tol(torch.float32, n))
+    whole = h.sum(dim).cpu()
+    old = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        assert torch.equal(h.sum(dim).cpu(), whole)
+    finally:
+        torch.set_num_threads(old)
+
+
 @pytest.mark.parametrize("ord", [2, 1, float("inf"), float("-inf"), 0, 3, 0.5])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_vector_norm_orders(ord, dtype):
