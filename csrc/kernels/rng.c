@@ -4,9 +4,14 @@
  * results do not depend on how the work is split over threads. */
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
 
 #include "hpu/rng.h"
 #include "kernels/cvt.h"
+#include "kernels/isa.h"
 #include "kernels/iter.h"
 #include "kernels/kernels.h"
 
@@ -34,6 +39,72 @@ static inline void philox_block(uint32_t k0, uint32_t k1, uint64_t counter, uint
   out[3] = c3;
 }
 
+/* nb consecutive blocks from `counter` into out[4 nb]. */
+static void philox_many_scalar(uint32_t k0, uint32_t k1, uint64_t counter, int64_t nb, uint32_t *out) {
+  for (int64_t b = 0; b < nb; b++) philox_block(k0, k1, counter + (uint64_t)b, out + 4 * b);
+}
+
+#if HPU_HAVE_ISA_CLONES
+/* The same rounds on 16 counters at once (dropout masks spent ~7% of a BERT
+ * training step in the scalar block function): VPMULLD gives the low words
+ * of the 16 products, two VPMULUDQ the high words of the even and odd
+ * lanes. */
+static HPU_ATTR_avx512 inline __m512i mulhi_epu32(__m512i a, __m512i m) {
+  __m512i even = _mm512_srli_epi64(_mm512_mul_epu32(a, m), 32);
+  __m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), m);
+  return _mm512_mask_blend_epi32(0xAAAA, even, odd);
+}
+
+static HPU_ATTR_avx512 void philox_many_avx512(uint32_t k0, uint32_t k1, uint64_t counter, int64_t nb,
+                                                uint32_t *out) {
+  const __m512i m0 = _mm512_set1_epi32((int)PHILOX_M0), m1 = _mm512_set1_epi32((int)PHILOX_M1);
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  int64_t b0 = 0;
+  for (; b0 + 16 <= nb; b0 += 16) {
+    uint64_t base = counter + (uint64_t)b0;
+    /* counters base .. base + 15: the low word, and the high word plus a
+     * carry where the low word wrapped */
+    __m512i blo = _mm512_set1_epi32((int)(uint32_t)base), bhi = _mm512_set1_epi32((int)(uint32_t)(base >> 32));
+    __m512i c0 = _mm512_add_epi32(blo, lane);
+    __mmask16 carry = _mm512_cmplt_epu32_mask(c0, blo);
+    __m512i c1 = _mm512_mask_add_epi32(bhi, carry, bhi, _mm512_set1_epi32(1));
+    __m512i c2 = _mm512_setzero_si512(), c3 = _mm512_setzero_si512();
+    uint32_t a = k0, b = k1;
+    for (int r = 0; r < 10; r++) {
+      __m512i h0 = mulhi_epu32(c0, m0), l0 = _mm512_mullo_epi32(c0, m0);
+      __m512i h1 = mulhi_epu32(c2, m1), l1 = _mm512_mullo_epi32(c2, m1);
+      c0 = _mm512_xor_si512(_mm512_xor_si512(h1, c1), _mm512_set1_epi32((int)a));
+      c1 = l1;
+      c2 = _mm512_xor_si512(_mm512_xor_si512(h0, c3), _mm512_set1_epi32((int)b));
+      c3 = l0;
+      a += PHILOX_W0;
+      b += PHILOX_W1;
+    }
+    /* 16 lanes x 4 words -> 16 blocks of 4 consecutive words: u[q] holds,
+     * in 128-bit lane L, block 4L + q */
+    __m512i t0 = _mm512_unpacklo_epi32(c0, c1), t1 = _mm512_unpackhi_epi32(c0, c1);
+    __m512i t2 = _mm512_unpacklo_epi32(c2, c3), t3 = _mm512_unpackhi_epi32(c2, c3);
+    uint32_t u[4][16];
+    _mm512_storeu_si512(u[0], _mm512_unpacklo_epi64(t0, t2));
+    _mm512_storeu_si512(u[1], _mm512_unpackhi_epi64(t0, t2));
+    _mm512_storeu_si512(u[2], _mm512_unpacklo_epi64(t1, t3));
+    _mm512_storeu_si512(u[3], _mm512_unpackhi_epi64(t1, t3));
+    for (int L = 0; L < 4; L++)
+      for (int q = 0; q < 4; q++) memcpy(out + 4 * (b0 + 4 * L + q), &u[q][4 * L], 16);
+  }
+  philox_many_scalar(k0, k1, counter + (uint64_t)b0, nb - b0, out + 4 * b0);
+}
+#endif
+
+typedef void (*philox_many_fn)(uint32_t, uint32_t, uint64_t, int64_t, uint32_t *);
+
+static philox_many_fn pick_philox_many(void) {
+#if HPU_HAVE_ISA_CLONES
+  if (hpu_kernels_isa() == HPU_ISA_AVX512) return philox_many_avx512;
+#endif
+  return philox_many_scalar;
+}
+
 void hpu_philox4x32(uint64_t seed, uint64_t counter, uint32_t out[4]) {
   philox_block((uint32_t)seed, (uint32_t)(seed >> 32), counter, out);
 }
@@ -57,11 +128,12 @@ typedef struct {
   double a, b;
   float af, bf;
   int has_p;
+  int64_t bern_t;  /* BERNOULLI with one p into float32: ceil(p 2^24), else -1 */
   uint64_t range; /* RANDOM */
   int64_t from;   /* RANDOM */
 } rng_ctx_t;
 
-#define BATCH 64 /* elements per block of generated words */
+#define BATCH 256 /* elements per block of generated words */
 
 static inline float u24(uint32_t w) { return (float)(w >> 8) * 0x1p-24f; }
 static inline double u53(uint32_t lo, uint32_t hi) {
@@ -72,15 +144,22 @@ static void rng_loop(void *vctx, char **data, const int64_t *st, int64_t n, int6
   const rng_ctx_t *c = vctx;
   uint32_t words[BATCH * 4 + 8];
   const int w = c->w;
+  philox_many_fn many = pick_philox_many();
   const float twopi = 6.283185307179586f;
   for (int64_t done = 0; done < n; done += BATCH) {
     int64_t cnt = n - done < BATCH ? n - done : BATCH;
     /* Words [first, first + cnt*w) of the stream, block-aligned start. */
     uint64_t first = (uint64_t)(index + done) * (uint64_t)w;
     uint64_t blk0 = first / 4, blk1 = (first + (uint64_t)cnt * (uint64_t)w + 3) / 4;
-    for (uint64_t bk = blk0; bk < blk1; bk++)
-      philox_block(c->k0, c->k1, c->offset + bk, &words[(bk - blk0) * 4]);
+    many(c->k0, c->k1, c->offset + blk0, (int64_t)(blk1 - blk0), words);
     const uint32_t *wp = words + (first - blk0 * 4);
+    if (c->bern_t >= 0 && st[0] == 4) {
+      /* dropout's mask: u < p on the 24-bit grid is (word >> 8) < ceil(p 2^24) */
+      float *o = (float *)(data[0] + done * 4);
+      const uint32_t t = (uint32_t)c->bern_t;
+      for (int64_t i = 0; i < cnt; i++) o[i] = (wp[i] >> 8) < t ? 1.0f : 0.0f;
+      continue;
+    }
     for (int64_t i = 0; i < cnt; i++, wp += w) {
       char *o = data[0] + (done + i) * st[0];
       switch (c->op) {
@@ -141,6 +220,9 @@ void hpu_kernel_rng(const hpu_node_t *node) {
     c.range = span >= 18446744073709551616.0 ? 0 : (uint64_t)span;
     c.from = hpu_f2i(c.a);
   }
+  c.bern_t = -1;
+  if (node->op == HPU_OP_RNG_BERNOULLI && node->num_inputs == 0 && c.dt == HPU_FLOAT32 && c.a >= 0 && c.a <= 1)
+    c.bern_t = (int64_t)ceil(c.a * 16777216.0);
   const hpu_tensor_t *ins[1] = {NULL};
   if (node->op == HPU_OP_RNG_BERNOULLI && node->num_inputs == 1) {
     c.has_p = 1;

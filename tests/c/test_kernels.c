@@ -777,6 +777,16 @@ static void test_rng_stream_spec(void) {
     bad += u[i] != x * 4.0f + -1.0f;
   }
   CU_ASSERT_EQUAL(bad, 0);
+  /* An offset just below 2^32: the 16-counter vector path must carry into
+   * the counter's high word mid-vector, as the scalar block does. */
+  uint64_t off_wrap = 0xfffffffaULL;
+  n = rng_node(HPU_OP_RNG_UNIFORM, T1(u, HPU_FLOAT32, N), seed, off_wrap, 0, 1);
+  CU_ASSERT_EQUAL(run(&n), HPU_SUCCESS);
+  bad = 0;
+  for (int64_t i = 0; i < N; i++) bad += u[i] != (float)(spec_word(seed, off_wrap, (uint64_t)i) >> 8) * 0x1p-24f;
+  CU_ASSERT_EQUAL(bad, 0);
+  n = rng_node(HPU_OP_RNG_UNIFORM, T1(u, HPU_FLOAT32, N), seed, off, -1, 3);
+  CU_ASSERT_EQUAL(run(&n), HPU_SUCCESS);
   /* Same (seed, offset) -> same values, through a transposed output: element
    * indices are row-major in the output whatever its strides. */
   float *v = malloc(N * sizeof *v);
@@ -859,6 +869,21 @@ static void test_rng_statistics(void) {
   long ones = 0;
   for (int i = 0; i < N; i++) ones += b[i];
   CU_ASSERT(fabs((double)ones / N - 0.3) < 0.005);
+  /* scalar p into float32 (dropout's mask, a threshold on the word): the
+   * spec's u < p exactly, also for p on the 2^-24 grid and p = 0, 1 */
+  float *bf32 = malloc(N * sizeof *bf32);
+  const double ps[] = {0.9, 0.25, 3.0 / 16777216.0, 0.0, 1.0};
+  for (size_t q = 0; q < sizeof ps / sizeof ps[0]; q++) {
+    n = rng_node(HPU_OP_RNG_BERNOULLI, T1(bf32, HPU_FLOAT32, N), 48, 5, ps[q], 0);
+    CU_ASSERT_EQUAL(run(&n), HPU_SUCCESS);
+    int wrong = 0;
+    for (int64_t i = 0; i < N; i++) {
+      double u = (double)((float)(spec_word(48, 5, (uint64_t)i) >> 8) * 0x1p-24f);
+      wrong += bf32[i] != (u < ps[q] ? 1.0f : 0.0f);
+    }
+    CU_ASSERT_EQUAL(wrong, 0);
+  }
+  free(bf32);
   float p[2] = {0.0f, 1.0f};
   float bo[10];
   n = rng_node(HPU_OP_RNG_BERNOULLI, T2(bo, HPU_FLOAT32, 5, 2), 46, 0, 0, 0);
