@@ -396,6 +396,71 @@ static const kF_fn tab_F2[K_COUNT] = {PW_F_KERNELS(TAB_KF2)};
 static const kF_fn tab_F5[K_COUNT] = {PW_F_KERNELS(TAB_KF5)};
 #endif
 static const kD_fn tab_D[K_COUNT] = {PW_F_KERNELS(TAB_KD)};
+
+#if HPU_HAVE_ISA_CLONES
+#include <immintrin.h>
+
+/* exp, sigmoid and silu by hand for AVX-512. GCC vectorised pw_expf's
+ * selects into ~50 masked instructions per 16 lanes, and exp ran at a third
+ * of torch's speed. Here the clamps are MAX/MIN (which keep NaN), 2^n is one
+ * VSCALEFPS (a single rounding, like pw_expf's two exact power-of-two
+ * products), and the polynomial is pw_expf's, operation for operation and
+ * without FMA: the results are bit for bit those of the other ISAs. */
+static HPU_ATTR_avx512 inline __m512 exp16(__m512 x) {
+  const __m512 hi = _mm512_set1_ps(88.72283935546875f), lo = _mm512_set1_ps(-103.97283935546875f);
+  __m512 xc = _mm512_min_ps(hi, _mm512_max_ps(lo, x)); /* second operand on NaN: x */
+  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
+                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_sub_ps(xc, _mm512_mul_ps(n, _mm512_set1_ps(0.693359375f)));
+  r = _mm512_sub_ps(r, _mm512_mul_ps(n, _mm512_set1_ps(-2.12194440e-4f)));
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(5.0000001201e-1f));
+  __m512 y = _mm512_add_ps(_mm512_add_ps(_mm512_mul_ps(p, _mm512_mul_ps(r, r)), r), _mm512_set1_ps(1.0f));
+  y = _mm512_scalef_ps(y, n);
+  y = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ), y, _mm512_set1_ps(INFINITY));
+  y = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ), y, _mm512_setzero_ps());
+  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), y, x);
+}
+
+#define DEF_K512(N, EXPR)                                                                       \
+  static HPU_ATTR_avx512 void kF_##N##_x16(int64_t n, float *o, const float *a, const float *b, \
+                                           const float *c, const pw_ctx_t *x, int64_t idx) {    \
+    (void)b, (void)c, (void)x, (void)idx;                                                       \
+    const __m512 one = _mm512_set1_ps(1.0f);                                                    \
+    (void)one;                                                                                  \
+    int64_t i = 0;                                                                              \
+    for (; i + 16 <= n; i += 16) {                                                              \
+      __m512 v = _mm512_loadu_ps(a + i);                                                        \
+      _mm512_storeu_ps(o + i, EXPR);                                                            \
+    }                                                                                           \
+    if (i < n) {                                                                                \
+      __mmask16 m = (__mmask16)((1u << (n - i)) - 1);                                           \
+      __m512 v = _mm512_maskz_loadu_ps(m, a + i);                                               \
+      _mm512_mask_storeu_ps(o + i, m, EXPR);                                                    \
+    }                                                                                           \
+  }
+
+/* EF_SIGMOID: 1 / (1 + e^-x); EF_SILU: x / (1 + e^-x) */
+#define NEG16(v) _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(v), _mm512_set1_epi32(INT32_MIN)))
+DEF_K512(EXP, exp16(v))
+DEF_K512(SIGMOID, _mm512_div_ps(one, _mm512_add_ps(one, exp16(NEG16(v)))))
+DEF_K512(SILU, _mm512_div_ps(v, _mm512_add_ps(one, exp16(NEG16(v)))))
+
+/* The float kernel for k on this ISA. */
+static kF_fn pick_kF(pw_kernel_t k, hpu_isa_t isa) {
+  if (isa == HPU_ISA_AVX512) {
+    if (k == K_EXP) return kF_EXP_x16;
+    if (k == K_SIGMOID) return kF_SIGMOID_x16;
+    if (k == K_SILU) return kF_SILU_x16;
+    return tab_F5[k];
+  }
+  return isa == HPU_ISA_AVX2 ? tab_F2[k] : tab_F[k];
+}
+#endif
 static const kI_fn tab_I[K_COUNT] = {PW_I_KERNELS(TAB_KI)};
 
 /* Chunk conversions between any dtype and a family buffer. ----------------- */
@@ -733,7 +798,7 @@ static void run_elementwise(const hpu_node_t *node) {
 #if HPU_HAVE_ISA_CLONES
   hpu_isa_t isa = hpu_kernels_isa();
   x.isa = isa;
-  x.kF = isa == HPU_ISA_AVX512 ? tab_F5[k] : isa == HPU_ISA_AVX2 ? tab_F2[k] : tab_F[k];
+  x.kF = pick_kF(k, isa);
 #else
   x.kF = tab_F[k];
 #endif
@@ -846,7 +911,7 @@ void hpu_pw_tile_prepare(const hpu_node_t *node, hpu_pw_tile_t *t) {
 #if HPU_HAVE_ISA_CLONES
   hpu_isa_t isa = hpu_kernels_isa();
   x->isa = isa;
-  x->kF = isa == HPU_ISA_AVX512 ? tab_F5[k] : isa == HPU_ISA_AVX2 ? tab_F2[k] : tab_F[k];
+  x->kF = pick_kF(k, isa);
 #else
   x->kF = tab_F[k];
 #endif
