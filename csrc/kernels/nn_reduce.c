@@ -456,14 +456,14 @@ static void reduce_rows_fast(const red_t *r, int64_t begin, int64_t end) {
  * and layer-norm weight gradients: [rows, cols].sum(0)). Per output this is
  * a strided column, and the general walk went element by element: 25-50x
  * slower than torch. Instead each thread takes a block of columns and adds
- * whole rows into double accumulators (the same double accumulation as the
- * general path, row by row in order, so the result does not depend on the
- * thread count). Planes: the other kept dims, each its own [rows, cols]. */
+ * whole rows into its accumulators; every column is summed in the same order
+ * whatever the block width, so the result does not depend on the thread
+ * count. Planes: the other kept dims, each its own [rows, cols]. */
 #define COLS_BLOCK 256 /* double accumulators of a block stay in L1 (2 KB) */
 
 typedef struct {
   const red_t *r;
-  int64_t cols, rows, rstride; /* columns (kept dim 0), rows of the reduced run, its byte stride */
+  int64_t cols, rows;          /* columns (kept dim 0), rows (the reduced run) */
   int64_t bw, nblk;            /* columns per block (<= COLS_BLOCK), blocks per plane */
 } cols_t;
 

@@ -27,6 +27,9 @@
 #include "kernels/kernels.h"
 #include "kernels/pw.h"
 #include "kernels/pw_math.h"
+#if HPU_HAVE_ISA_CLONES
+#include <immintrin.h>
+#endif
 
 #define INVALID HPU_ERROR_INVALID_ARGUMENT
 #define CHUNK 512
@@ -398,8 +401,6 @@ static const kF_fn tab_F5[K_COUNT] = {PW_F_KERNELS(TAB_KF5)};
 static const kD_fn tab_D[K_COUNT] = {PW_F_KERNELS(TAB_KD)};
 
 #if HPU_HAVE_ISA_CLONES
-#include <immintrin.h>
-
 /* exp, sigmoid and silu by hand for AVX-512. GCC vectorised pw_expf's
  * selects into ~50 masked instructions per 16 lanes, and exp ran at a third
  * of torch's speed. Here the clamps are MAX/MIN (which keep NaN), 2^n is one
