@@ -128,6 +128,18 @@ static void *producer(void *arg) {
   return NULL;
 }
 
+/* The log holds producers 1 and 2's values (thread * 100000 + seq), each
+ * producer's in its push order; next[t] ends as producer t's count. */
+static int log_in_producer_order(int next[3]) {
+  int ok = 1;
+  for (int i = 0; i < log_len; i++) {
+    int th = log_buf[i] / 100000, seq = log_buf[i] % 100000;
+    if (th < 1 || th > 2 || seq != next[th]) ok = 0;
+    else next[th]++;
+  }
+  return ok;
+}
+
 static void test_two_threads(void) {
   log_len = 0;
   producer_t p[2] = {{1, 5000}, {2, 5000}};
@@ -136,13 +148,8 @@ static void test_two_threads(void) {
   for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
   CU_ASSERT_EQUAL(hpu_device_synchronize(0), HPU_SUCCESS);
   CU_ASSERT_EQUAL(log_len, 10000);
-  int next[3] = {0, 0, 0}, ok = 1;
-  for (int i = 0; i < log_len; i++) {
-    int th = log_buf[i] / 100000, seq = log_buf[i] % 100000;
-    if (th < 1 || th > 2 || seq != next[th]) ok = 0;
-    else next[th]++;
-  }
-  CU_ASSERT(ok);
+  int next[3] = {0, 0, 0};
+  CU_ASSERT(log_in_producer_order(next));
   CU_ASSERT_EQUAL(next[1], 5000);
   CU_ASSERT_EQUAL(next[2], 5000);
 }
@@ -396,13 +403,8 @@ static void test_takeover_concurrent_push(void) {
   CU_ASSERT_EQUAL(hpu_stream_synchronize(s), HPU_SUCCESS);
   CU_ASSERT(synced_ok);
   CU_ASSERT_EQUAL(log_len, 8000 + mine);
-  int next[3] = {0, 0, 0}, ok = 1;
-  for (int i = 0; i < log_len; i++) {
-    int th = log_buf[i] / 100000, seq = log_buf[i] % 100000;
-    if (th < 1 || th > 2 || seq != next[th]) ok = 0;
-    else next[th]++;
-  }
-  CU_ASSERT(ok);
+  int next[3] = {0, 0, 0};
+  CU_ASSERT(log_in_producer_order(next));
   CU_ASSERT_EQUAL(next[1], 8000);
   CU_ASSERT_EQUAL(next[2], mine);
 }
