@@ -535,14 +535,9 @@ hpu_status_t hpu_pointer_get_device(const void *p, int *device) {
 }
 
 int hpu_memory_is_allocated(const void *block_start) {
-  int device = -1;
-  if (hpu_pointer_get_device(block_start, &device) != HPU_SUCCESS || device < 0) return 1;
-  card_t *c = &cards[device];
-  pthread_mutex_lock(&c->mu);
-  block_t *b = live_find(c, block_start);
-  int found = b && !b->user_freed;
-  pthread_mutex_unlock(&c->mu);
-  return found;
+  uint8_t live;
+  hpu_memory_are_allocated(&block_start, 1, &live);
+  return live;
 }
 
 void hpu_memory_are_allocated(const void *const *block_starts, int n, uint8_t *live) {

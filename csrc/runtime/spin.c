@@ -36,24 +36,6 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-static int spin(const _Atomic uint64_t *w, uint64_t v, int ge, uint64_t budget_ns) {
-#define DONE() (ge ? atomic_load_explicit(w, memory_order_acquire) >= v \
-                   : atomic_load_explicit(w, memory_order_acquire) != v)
-  if (DONE()) return 1;
-  pthread_once(&cpu_once, detect_cpus);
-  if (single_cpu || budget_ns == 0) return 0;
-  uint64_t deadline = now_ns() + budget_ns;
-  for (;;) {
-    for (int i = 0; i < 64; i++) {
-      if (DONE()) return 1;
-      cpu_relax();
-    }
-    if (now_ns() > deadline) return DONE();
-    sched_yield();
-  }
-#undef DONE
-}
-
 int hpu_spin_until(int (*cond)(void *), void *arg, uint64_t budget_ns) {
   int r = cond(arg);
   if (r) return r;
@@ -75,10 +57,27 @@ int hpu_spin_enabled(void) {
   return !single_cpu;
 }
 
+typedef struct {
+  const _Atomic uint64_t *word;
+  uint64_t v;
+} word_wait_t;
+
+static int word_changed(void *p) {
+  const word_wait_t *w = p;
+  return atomic_load_explicit(w->word, memory_order_acquire) != w->v;
+}
+
+static int word_reached(void *p) {
+  const word_wait_t *w = p;
+  return atomic_load_explicit(w->word, memory_order_acquire) >= w->v;
+}
+
 int hpu_spin_wait_u64(const void *word, uint64_t old, uint64_t budget_ns) {
-  return spin((const _Atomic uint64_t *)word, old, 0, budget_ns);
+  word_wait_t w = {(const _Atomic uint64_t *)word, old};
+  return hpu_spin_until(word_changed, &w, budget_ns);
 }
 
 int hpu_spin_wait_ge_u64(const void *word, uint64_t target, uint64_t budget_ns) {
-  return spin((const _Atomic uint64_t *)word, target, 1, budget_ns);
+  word_wait_t w = {(const _Atomic uint64_t *)word, target};
+  return hpu_spin_until(word_reached, &w, budget_ns);
 }
