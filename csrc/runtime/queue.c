@@ -105,14 +105,18 @@ static void finish_task(queue_t *q) {
   if (q->waiters) pthread_cond_broadcast(&q->done_cv);
 }
 
+/* Lock-free look: a task among the first `limit` pushed is unstarted and
+ * none is running (can_start, as far as those tasks go). */
+static int may_take(queue_t *q, uint64_t limit) {
+  return atomic_load_explicit(&q->started, memory_order_relaxed) < limit &&
+         !atomic_load_explicit(&q->running, memory_order_relaxed);
+}
+
 /* The worker's spin condition: 1 when a task may start,
  * 2 when the pool has chunks it could help with. */
 static int worker_wake(void *p) {
   queue_t *q = p;
-  if (atomic_load_explicit(&q->started, memory_order_relaxed) <
-          atomic_load_explicit(&q->submitted, memory_order_relaxed) &&
-      !atomic_load_explicit(&q->running, memory_order_relaxed))
-    return 1;
+  if (may_take(q, atomic_load_explicit(&q->submitted, memory_order_relaxed))) return 1;
   return hpu_parallel_pending() ? 2 : 0;
 }
 
@@ -248,7 +252,6 @@ static hpu_status_t take_error(queue_t *q) {
   return st;
 }
 
-
 typedef struct {
   queue_t *q;
   uint64_t target;
@@ -261,9 +264,7 @@ static int sync_wake(void *p) {
   const waiter_t *w = p;
   queue_t *q = w->q;
   if (atomic_load_explicit(&q->completed, memory_order_acquire) >= w->target) return 1;
-  if (w->take && atomic_load_explicit(&q->started, memory_order_relaxed) < w->target &&
-      !atomic_load_explicit(&q->running, memory_order_relaxed))
-    return 1;
+  if (w->take && may_take(q, w->target)) return 1;
   return hpu_parallel_pending() ? 2 : 0;
 }
 
