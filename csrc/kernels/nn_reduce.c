@@ -471,34 +471,23 @@ typedef struct {
  * instruction, no widening per element), each block's float sums then into
  * the double accumulators: as accurate as torch's float cascade. */
 #define COLS_ROWS 32
-#define DEF_COLSUM(ISA)                                                                     \
-  static HPU_ATTR_##ISA void colsum_f32_##ISA(const char *in, int64_t rs, int64_t rows,   \
-                                              int64_t n, double *acc) {                    \
-    float f[COLS_BLOCK];                                                                    \
-    for (int64_t i0 = 0; i0 < rows; i0 += COLS_ROWS) {                                      \
-      int64_t i1 = rows - i0 < COLS_ROWS ? rows : i0 + COLS_ROWS;                           \
-      const float *p = (const float *)(in + i0 * rs);                                      \
-      for (int64_t j = 0; j < n; j++) f[j] = p[j];                                          \
-      for (int64_t i = i0 + 1; i < i1; i++) {                                               \
-        p = (const float *)(in + i * rs);                                                   \
-        for (int64_t j = 0; j < n; j++) f[j] += p[j];                                       \
-      }                                                                                     \
-      for (int64_t j = 0; j < n; j++) acc[j] += (double)f[j];                               \
-    }                                                                                       \
-  }                                                                                         \
-  static HPU_ATTR_##ISA void colsum_bf16_##ISA(const char *in, int64_t rs, int64_t rows,  \
-                                               int64_t n, double *acc) {                   \
-    float f[COLS_BLOCK];                                                                    \
-    for (int64_t i0 = 0; i0 < rows; i0 += COLS_ROWS) {                                      \
-      int64_t i1 = rows - i0 < COLS_ROWS ? rows : i0 + COLS_ROWS;                           \
-      for (int64_t j = 0; j < n; j++) f[j] = 0;                                             \
-      for (int64_t i = i0; i < i1; i++) {                                                   \
-        const uint16_t *p = (const uint16_t *)(in + i * rs);                               \
-        for (int64_t j = 0; j < n; j++) f[j] += hpu_cvt_bf16_f32(p[j]);                     \
-      }                                                                                     \
-      for (int64_t j = 0; j < n; j++) acc[j] += (double)f[j];                               \
-    }                                                                                       \
+#define DEF_COLSUM1(NAME, T, LD, ISA)                                                       \
+  static HPU_ATTR_##ISA void NAME##_##ISA(const char *in, int64_t rs, int64_t rows, int64_t n, \
+                                          double *acc) {                                      \
+    float f[COLS_BLOCK];                                                                     \
+    for (int64_t i0 = 0; i0 < rows; i0 += COLS_ROWS) {                                       \
+      int64_t i1 = rows - i0 < COLS_ROWS ? rows : i0 + COLS_ROWS;                            \
+      for (int64_t j = 0; j < n; j++) f[j] = 0;                                              \
+      for (int64_t i = i0; i < i1; i++) {                                                    \
+        const T *p = (const T *)(in + i * rs);                                               \
+        for (int64_t j = 0; j < n; j++) f[j] += LD(p[j]);                                    \
+      }                                                                                      \
+      for (int64_t j = 0; j < n; j++) acc[j] += (double)f[j];                                \
+    }                                                                                        \
   }
+#define DEF_COLSUM(ISA)                                \
+  DEF_COLSUM1(colsum_f32, float, LD_F32, ISA)          \
+  DEF_COLSUM1(colsum_bf16, uint16_t, LD_BF16, ISA)
 
 DEF_COLSUM(generic)
 #if HPU_HAVE_ISA_CLONES
