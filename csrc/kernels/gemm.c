@@ -42,6 +42,7 @@
 #include "kernels/gemm.h"
 
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -65,14 +66,16 @@ static _Atomic int forced = HPU_GEMM_AUTO - 1; /* below AUTO: HPU_GEMM_KERNEL no
 
 /* HPU_GEMM_KERNEL=auto|blas|f32fma|bf16dot|amx: one kernel for every product
  * (a kernel the CPU lacks falls back as in hpu_gemm_choose), to measure one
- * against another in a whole model; anything else means auto. */
+ * against another in a whole model. Anything else means auto, said once on
+ * stderr so that a misspelt name does not measure the wrong thing quietly. */
 static int env_kernel(void) {
   const char *e = getenv("HPU_GEMM_KERNEL");
-  if (!e) return HPU_GEMM_AUTO;
+  if (!e || !*e || !strcmp(e, "auto")) return HPU_GEMM_AUTO;
   if (!strcmp(e, "blas")) return HPU_GEMM_NONE;
   if (!strcmp(e, "f32fma")) return HPU_GEMM_F32FMA;
   if (!strcmp(e, "bf16dot")) return HPU_GEMM_BF16DOT;
   if (!strcmp(e, "amx")) return HPU_GEMM_AMXBF16;
+  fprintf(stderr, "[habana_torch] HPU_GEMM_KERNEL=%s is not one of auto, blas, f32fma, bf16dot, amx; using auto\n", e);
   return HPU_GEMM_AUTO;
 }
 
