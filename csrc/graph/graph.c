@@ -20,8 +20,62 @@ struct hpu_graph {
   hpu_plan_t *plan; /* lazy mode's fusion plan, or NULL: node by node */
   hpu_node_t *nodes;
   int num_nodes, capacity;
+  struct hpu_graph *next_free; /* in a recycling list (below) */
   hpu_node_t inline_nodes[INLINE_NODES];
 };
+
+/* Every eager op is one graph, created on the host thread and destroyed on
+ * the queue's worker. Through malloc that is a cross-thread free per op,
+ * and the two threads fought over glibc's arena lock: up to half of a tiny
+ * op's host time went to futex wake-ups (perf, session 8). Destroyed graphs
+ * are pushed onto a lock-free stack instead; a creating thread takes the
+ * whole stack at once into a list of its own, so no pop can race another
+ * (the ABA case of a shared pop). */
+#define RECYCLED_MAX 256 /* graphs kept in all lists together */
+static _Atomic(struct hpu_graph *) returned;
+static _Atomic int recycled_count;
+static _Thread_local struct hpu_graph *local_free;
+static pthread_key_t local_key;
+static pthread_once_t local_once = PTHREAD_ONCE_INIT;
+
+/* A thread's own list dies with it (key destructors run while the
+ * exiting thread's TLS is still there). */
+static void free_local_list(void *list) {
+  struct hpu_graph **head = list;
+  for (struct hpu_graph *g = *head, *next; g; g = next) {
+    next = g->next_free;
+    free(g);
+    atomic_fetch_sub_explicit(&recycled_count, 1, memory_order_relaxed);
+  }
+  *head = NULL;
+}
+
+static void make_local_key(void) { (void)pthread_key_create(&local_key, free_local_list); }
+
+static struct hpu_graph *take_recycled(void) {
+  if (!local_free) {
+    local_free = atomic_exchange_explicit(&returned, NULL, memory_order_acquire);
+    if (!local_free) return NULL;
+    pthread_once(&local_once, make_local_key);
+    (void)pthread_setspecific(local_key, &local_free);
+  }
+  struct hpu_graph *g = local_free;
+  local_free = g->next_free;
+  atomic_fetch_sub_explicit(&recycled_count, 1, memory_order_relaxed);
+  return g;
+}
+
+static void recycle(struct hpu_graph *g) {
+  if (atomic_fetch_add_explicit(&recycled_count, 1, memory_order_relaxed) >= RECYCLED_MAX) {
+    atomic_fetch_sub_explicit(&recycled_count, 1, memory_order_relaxed);
+    free(g);
+    return;
+  }
+  struct hpu_graph *head = atomic_load_explicit(&returned, memory_order_relaxed);
+  do g->next_free = head;
+  while (!atomic_compare_exchange_weak_explicit(&returned, &head, g, memory_order_release,
+                                                memory_order_relaxed));
+}
 
 /* Lazy graphs grow to thousands of nodes (2 KB each) every step; fresh
  * arrays that size come from the kernel zeroed, and the page faults cost
@@ -72,7 +126,8 @@ static void give_spare(hpu_node_t *nodes, int capacity) {
 
 hpu_status_t hpu_graph_create(hpu_graph_t **graph) {
   if (!graph) return hpu_error(HPU_ERROR_INVALID_ARGUMENT, "graph_create: graph is NULL");
-  hpu_graph_t *g = malloc(sizeof *g);
+  hpu_graph_t *g = take_recycled();
+  if (!g) g = malloc(sizeof *g);
   if (!g) return hpu_error(HPU_ERROR_SYSTEM, "graph_create: out of host memory");
   g->plan = NULL;
   g->nodes = g->inline_nodes;
@@ -86,7 +141,7 @@ void hpu_graph_destroy(hpu_graph_t *graph) {
   if (!graph) return;
   hpu_plan_free(graph->plan);
   if (graph->nodes != graph->inline_nodes) give_spare(graph->nodes, graph->capacity);
-  free(graph);
+  recycle(graph);
 }
 
 static void copy_operand(hpu_tensor_t *dst, const hpu_tensor_t *src, int used) {
