@@ -240,6 +240,44 @@ hpu_status_t hpu_queue_push(int device, hpu_task_fn fn, void *arg, void (*releas
   return HPU_SUCCESS;
 }
 
+/* Runs fn(arg) on the calling thread as the card's next task if the queue
+ * is idle (nothing waiting, nothing running); returns 0 without running it
+ * otherwise, and the caller pushes it. For kernels smaller than the cost of
+ * a hand-off: pushing means a lock, a task record and a cache-line trip to
+ * the worker's core and back, which for a 16-element add is most of the op.
+ * Observably it is the same as a push the worker ran at once: the counters
+ * move, a failure becomes the card's sticky error, a task pushed by another
+ * thread meanwhile waits for this one. */
+int hpu_queue_run_if_idle(int device, hpu_task_fn fn, void *arg) {
+  if (worker_device == device) return 0; /* a task of this card enqueuing: keep FIFO */
+  hpu_status_t st;
+  queue_t *q = queue_get(device, 1, &st);
+  if (!q) return 0; /* the push reports it */
+  if (atomic_load_explicit(&q->completed, memory_order_acquire) !=
+      atomic_load_explicit(&q->submitted, memory_order_relaxed))
+    return 0;
+  pthread_mutex_lock(&q->mu);
+  if (q->stopping || !(q->count == 0 && !atomic_load(&q->running))) {
+    pthread_mutex_unlock(&q->mu);
+    return 0;
+  }
+  /* started before submitted: a spinning worker never sees a task to take */
+  atomic_store(&q->running, 1);
+  atomic_fetch_add(&q->started, 1);
+  atomic_fetch_add(&q->submitted, 1);
+  pthread_mutex_unlock(&q->mu);
+  task_t t = {fn, arg, NULL};
+  int saved = worker_device;
+  worker_device = device;
+  run_task(q, &t);
+  worker_device = saved;
+  pthread_mutex_lock(&q->mu);
+  finish_task(q);
+  if (q->sleeping && q->count > 0) pthread_cond_signal(&q->work_cv);
+  pthread_mutex_unlock(&q->mu);
+  return 1;
+}
+
 /* Returns and clears the sticky error, copying its message to this thread. */
 static hpu_status_t take_error(queue_t *q) {
   if (!atomic_load_explicit(&q->has_error, memory_order_acquire)) return HPU_SUCCESS;

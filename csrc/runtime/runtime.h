@@ -32,6 +32,8 @@ size_t hpu_arena_size(const hpu_arena_t *arena);
 
 /* queue.c: the card's in-order hardware queue and its worker thread. */
 hpu_status_t hpu_queue_push(int device, hpu_task_fn fn, void *arg, void (*release)(void *));
+/* Runs the task here, now, when the queue is idle (returns 1); else 0. */
+int hpu_queue_run_if_idle(int device, hpu_task_fn fn, void *arg);
 /* Waits for everything pushed before the call, then returns (and clears) the
  * card's sticky error, copying its text to this thread's last error. */
 hpu_status_t hpu_queue_sync(int device);

@@ -2,6 +2,8 @@
  * the real thread pool: results independent of the thread count. */
 #include <CUnit/Basic.h>
 #include <math.h>
+#include <stdatomic.h>
+#include <time.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,6 +110,54 @@ static void test_graph_launch_in_order(void) {
   hpu_free(0, c);
 }
 
+static atomic_int gate; /* 1 lets the blocking task finish */
+
+static hpu_status_t wait_for_gate(void *arg) {
+  (void)arg;
+  struct timespec t0, t;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  do { /* bounded: a broken test must not hang the suite */
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    if (t.tv_sec - t0.tv_sec > 10) return hpu_error(HPU_ERROR_SYSTEM, "gate never opened");
+  } while (!atomic_load(&gate));
+  return HPU_SUCCESS;
+}
+
+/* Small eager ops may run on the launching thread, but only when the queue
+ * is idle: behind queued work they wait their turn like any other. */
+static void test_tiny_ops_keep_stream_order(void) {
+  hpu_stream_t s;
+  CU_ASSERT_EQUAL_FATAL(hpu_stream_default(0, &s), HPU_SUCCESS);
+  float *a;
+  CU_ASSERT_EQUAL_FATAL(hpu_malloc(0, 16 * sizeof(float), (void **)&a), HPU_SUCCESS);
+  hpu_tensor_t ta = T1(a, HPU_FLOAT32, 16);
+  /* idle queue: done when the launch returns or soon after, and the card
+   * reads as idle once it is (the counters stay consistent) */
+  hpu_node_t n = fill_node(ta, 3);
+  CU_ASSERT_EQUAL(hpu_launch(s, &n), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_stream_synchronize(s), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_stream_query(s), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(a[0], 3.0f);
+  CU_ASSERT_EQUAL(a[15], 3.0f);
+  /* busy queue: the tiny ops queue behind the blocking task */
+  atomic_store(&gate, 0);
+  CU_ASSERT_EQUAL(hpu_stream_enqueue(s, wait_for_gate, NULL, NULL), HPU_SUCCESS);
+  n = fill_node(ta, 5);
+  CU_ASSERT_EQUAL(hpu_launch(s, &n), HPU_SUCCESS);
+  n = binary(HPU_OP_MUL, ta, ta, ta); /* 25 only after the fill */
+  CU_ASSERT_EQUAL(hpu_launch(s, &n), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_stream_query(s), HPU_ERROR_NOT_READY);
+  int early = 0;
+  for (int i = 0; i < 16; i++) early += a[i] != 3.0f;
+  CU_ASSERT_EQUAL(early, 0);
+  atomic_store(&gate, 1);
+  CU_ASSERT_EQUAL(hpu_stream_synchronize(s), HPU_SUCCESS);
+  int bad = 0;
+  for (int i = 0; i < 16; i++) bad += a[i] != 25.0f;
+  CU_ASSERT_EQUAL(bad, 0);
+  hpu_free(0, a);
+}
+
 /* Same results for 1 and 2 threads: elementwise with broadcasting and RNG. */
 static void test_thread_count_independence(void) {
   enum { N = 1 << 20 };
@@ -166,6 +216,7 @@ int main(void) {
   CU_pSuite s = CU_add_suite("graph", NULL, NULL);
   CU_add_test(s, "graph basics", test_graph_basics);
   CU_add_test(s, "graph launch in order", test_graph_launch_in_order);
+  CU_add_test(s, "tiny eager ops keep stream order", test_tiny_ops_keep_stream_order);
   CU_add_test(s, "thread count independence", test_thread_count_independence);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
