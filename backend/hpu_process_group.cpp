@@ -335,24 +335,27 @@ class ProcessGroupHCCL : public c10d::Backend {
                                            const c10d::BroadcastOptions& opts) override {
     auto t = single(tensors, "broadcast");
     auto w = as_wire(t);
-    return run(OpType::BROADCAST, {t}, {w}, "hcclBroadcast", [&](hcclStream_t s) {
-      return hcclBroadcast(w.data_ptr(), w.data_ptr(), w.numel(), to_hccl_dtype(w.scalar_type()),
-                           (int)opts.rootRank, comm(), s);
-    });
+    return run(
+        OpType::BROADCAST, {t}, {w}, "hcclBroadcast",
+        [&](hcclStream_t s) {
+          return hcclBroadcast(w.data_ptr(), w.data_ptr(), w.numel(), to_hccl_dtype(w.scalar_type()),
+                               (int)opts.rootRank, comm(), s);
+        },
+        {}, !opts.asyncOp);
   }
 
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
                                            const c10d::AllreduceOptions& opts) override {
     auto t = single(tensors, "allreduce");
     TORCH_CHECK_VALUE(t.layout() == at::kStrided, "hccl: allreduce of sparse tensors is not supported");
-    return allreduce_list({t}, opts.reduceOp, OpType::ALLREDUCE);
+    return allreduce_list({t}, opts.reduceOp, OpType::ALLREDUCE, !opts.asyncOp);
   }
 
   c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& tensors,
                                                      const c10d::AllreduceCoalescedOptions& opts) override {
     TORCH_CHECK_VALUE(!tensors.empty(), "hccl: allreduce_coalesced needs at least one tensor");
     for (auto& t : tensors) check_tensor(t, "allreduce_coalesced", tensors[0]);
-    return allreduce_list(tensors, opts.reduceOp, OpType::ALLREDUCE_COALESCED);
+    return allreduce_list(tensors, opts.reduceOp, OpType::ALLREDUCE_COALESCED, !opts.asyncOp);
   }
 
   c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
@@ -747,7 +750,8 @@ class ProcessGroupHCCL : public c10d::Backend {
     return b != hcclSuccess ? b : r;
   }
 
-  c10::intrusive_ptr<c10d::Work> allreduce_list(std::vector<at::Tensor> ts, const ReduceOp& rop, OpType type) {
+  c10::intrusive_ptr<c10d::Work> allreduce_list(std::vector<at::Tensor> ts, const ReduceOp& rop, OpType type,
+                                                bool blocking) {
     std::vector<hcclRedOp_t> ops;
     for (auto& t : ts) ops.push_back(to_hccl_op(rop, t));
     for (auto& t : ts) apply_premul(rop, t);
@@ -765,7 +769,7 @@ class ProcessGroupHCCL : public c10d::Backend {
         }
         return hcclSuccess;
       });
-    });
+    }, {}, blocking);
   }
 
   c10::intrusive_ptr<c10d::Work> reduce_scatter_list(std::vector<at::Tensor> outs, std::vector<at::Tensor> ins,
@@ -793,15 +797,28 @@ class ProcessGroupHCCL : public c10d::Backend {
   // Issues `issue` on the card's current stream (hpu tensors) or on the
   // calling thread (CPU tensors), then `after` (copies out of staging
   // buffers: stream-ordered on hpu). `keep` stays alive until completion.
+  // `blocking` (the caller waits at once: torch.distributed's async_op=False)
+  // runs a collective on hpu tensors on the calling thread too, once the
+  // card has run what was queued before it: the same order and the same
+  // wait, without handing the collective to the card's worker thread and
+  // its completion back through the watcher (at 1 MB those hand-offs cost
+  // more than the reduction on a 2-core host).
   c10::intrusive_ptr<c10d::Work> run(OpType type, std::vector<at::Tensor> outputs, std::vector<at::Tensor> keep,
                                      const char* what, const std::function<hcclResult_t(hcclStream_t)>& issue,
-                                     const std::function<void()>& after = {}) {
+                                     const std::function<void()>& after = {}, bool blocking = false) {
     hcclComm_t c = comm();
     int dev = -1;
     for (auto* list : {&outputs, &keep})
       for (auto& t : *list)
         if (t.defined() && t.device().type() == c10::DeviceType::HPU && dev < 0) dev = t.device().index();
     auto work = c10::make_intrusive<WorkHCCL>(rank_, type, outputs);
+    if (dev >= 0 && blocking && !after) {
+      hpu_stream_t stream = current_stream((c10::DeviceIndex)dev);
+      if (hpu_stream_synchronize(stream) != HPU_SUCCESS)
+        C10_THROW_ERROR(DistBackendError, c10::str("hccl ", what, ": the card failed before the collective: ",
+                                                   hpu_last_error()));
+      dev = -1;  // the card is idle: run as on host memory (HCCL's NULL stream)
+    }
     if (dev < 0) {
       hcclResult_t r = issue(nullptr);  // the c10d bindings released the GIL
       if (r != hcclSuccess) throw_hccl(c, r, what);
