@@ -8,8 +8,10 @@
 // graph at that enqueue) and returns at once. A watcher thread per backend
 // waits for an event recorded behind it and then completes the Work and its
 // Future (with the tensor list, as DDP's comm hooks expect) or fails them
-// with HCCL's error text. Collectives on CPU tensors run synchronously on
-// the calling thread (HCCL's NULL stream).
+// with HCCL's error text; a wait() that comes first synchronizes the card
+// and completes the Work itself. A blocking call (async_op=False) on hpu
+// tensors, and every collective on CPU tensors, runs synchronously on the
+// calling thread (HCCL's NULL stream), the former once the card is idle.
 #ifdef HPU_WITH_HCCL
 
 #include <pybind11/chrono.h>
