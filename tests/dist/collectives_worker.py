@@ -1,6 +1,7 @@
 """Every torch.distributed collective through hccl on hpu tensors, checked
 exactly against values each rank can compute alone. Run under torchrun or
 mpirun (any world size >= 2). Prints 'COLLECTIVES OK' on rank 0."""
+import ctypes
 import datetime
 import os
 import sys
@@ -146,6 +147,45 @@ for _ in range(3):
 dist.all_reduce(a)
 check("ordering", a, torch.full((256, 256), 26.0 * W))  # 1 -> 2 -> 5 -> 26 on every rank
 dist.barrier()
+# The two ways a card collective runs: a blocking call (async_op=False) on the
+# calling thread once the card has run what was queued before it, and an
+# async one on the card's queue, finished by wait(). Each at odd counts on
+# both sides of HCCL's small-message limit (64 KB at 2 ranks, 16 KB beyond)
+# and near 1 MB and 4 MB, behind compute queued on the card (a collective
+# that ran before that compute would reduce the wrong values), and with
+# compute queued after an async one before its wait(). Once the call (or
+# wait()) returns, the result must already be in the card's memory: read
+# there without the synchronize that .cpu() does.
+def in_memory(x):
+    buf = (ctypes.c_char * (x.numel() * x.element_size())).from_address(x.data_ptr())
+    return torch.frombuffer(buf, dtype=x.dtype).clone()
+
+
+for n in (1, 4095, 16383, 16385, 262143, 1048577):
+    pattern = (torch.arange(n, dtype=torch.float32) % 7) + 1  # small integers: exact in float32
+    want = pattern * float(W * (W + 1) // 2)
+    base = pattern.to(dev)
+    x = base * 0.0 + (rank + 1) * base  # queued on the card, not yet run
+    dist.all_reduce(x)
+    check(f"blocking all_reduce done on return n={n}", in_memory(x), want)
+    check(f"blocking all_reduce n={n}", x, want)
+    x = base * float(rank + 1)
+    w = dist.all_reduce(x, async_op=True)
+    after = x * 2.0  # queued behind the collective: must see its result
+    w.wait()
+    check(f"async all_reduce done after wait n={n}", in_memory(x), want)
+    check(f"async all_reduce + wait n={n}", x, want)
+    check(f"async all_reduce is_completed n={n}", w.is_completed(), True)
+    check(f"compute queued after an async all_reduce n={n}", after, want * 2.0)
+    y = base * float(rank + 1)
+    dist.all_reduce(y, op=dist.ReduceOp.MAX)
+    check(f"blocking all_reduce max n={n}", y, pattern * float(W))
+    b = base * float(rank + 1)
+    dist.broadcast(b, src=W - 1)
+    check(f"blocking broadcast n={n}", b, pattern * float(W))
+    h = (base * float(rank + 1)).to(torch.bfloat16)
+    dist.all_reduce(h)
+    check(f"blocking all_reduce bf16 n={n}", h, want.to(torch.bfloat16))
 # object collectives
 objs = [None] * W
 dist.all_gather_object(objs, {"rank": rank, "s": "x" * rank})
