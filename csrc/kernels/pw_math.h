@@ -37,15 +37,18 @@ static inline float pw_expf(float x) {
   xc = xc < lo ? lo : xc;
   xc = xc == xc ? xc : 0.0f; /* NaN: fixed up at the end */
   float n = rintf(xc * 1.44269504088896341f);
-  float r = xc - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  float y = p * (r * r) + r + 1.0f;
+  /* Explicit fmaf (the build is -std=c11: no contraction), as the AVX-512
+   * exp16 does op for op: 8 fewer instructions per vector than separate
+   * multiplies and adds, and one rounding fewer each. On CPUs without FMA
+   * (the generic build) fmaf is a libm call: right, but slow. */
+  float r = fmaf(n, -0.693359375f, xc);
+  r = fmaf(n, 2.12194440e-4f, r);
+  float p = fmaf(1.9875691500e-4f, r, 1.3981999507e-3f);
+  p = fmaf(p, r, 8.3334519073e-3f);
+  p = fmaf(p, r, 4.1665795894e-2f);
+  p = fmaf(p, r, 1.6666665459e-1f);
+  p = fmaf(p, r, 5.0000001201e-1f);
+  float y = fmaf(p, r * r, r) + 1.0f;
   /* 2^n in two factors so that n down to -150 (subnormal results) works. */
   int32_t ni = (int32_t)n;
   int32_t n1 = ni >> 1, n2 = ni - n1;
