@@ -242,6 +242,48 @@ static void test_blocks(void) {
   hpu_set_num_threads(saved);
 }
 
+/* Split-K (fp32, k >= 4 max(m, n)): k cut in two chunks, the second's sum
+ * added to C afterwards. Odd k (unequal chunks), edge tiles, transposed
+ * operands, alpha/beta/bias, against the double loop on one and two
+ * threads; then the same product on 1 and 2 threads must agree bit for bit
+ * (the chunks depend on the shape only, and are added in a fixed order). */
+static void test_split_k(void) {
+  static const mm_case_t cases[] = {
+      {1, 37, 45, 700, 0, 0, 1, 0, 0, 1.0f, 0.0f},     {1, 37, 45, 701, 1, 0, 1, 0, 1, 2.0f, 0.5f},
+      {1, 130, 70, 2049, 1, 1, 1, 0, 2, 1.0f, 1.0f},   {1, 256, 64, 1030, 0, 1, 1, 0, 0, 1.0f, 0.0f},
+      {1, 13, 300, 1901, 1, 0, 1, 0, 1, 0.5f, -1.0f},
+  };
+  int saved = hpu_get_num_threads();
+  for (int nt = 1; nt <= 2; nt++) {
+    hpu_set_num_threads(nt);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+      check(&cases[c], HPU_FLOAT32, 1);
+      check(&cases[c], HPU_FLOAT32, 0);
+    }
+  }
+  /* A^T @ B with m = n = 200, k = 2047, alpha 1.5, beta 0.25 */
+  int64_t m = 200, n = 200, k = 2047;
+  float *a = malloc(sizeof(float) * (size_t)(m * k)), *b = malloc(sizeof(float) * (size_t)(k * n));
+  float *c0 = malloc(sizeof(float) * (size_t)(m * n)), *c[2];
+  for (int64_t i = 0; i < m * k; i++) a[i] = rnd(0);
+  for (int64_t i = 0; i < k * n; i++) b[i] = rnd(0);
+  for (int64_t i = 0; i < m * n; i++) c0[i] = rnd(0);
+  for (int nt = 1; nt <= 2; nt++) {
+    c[nt - 1] = malloc(sizeof(float) * (size_t)(m * n));
+    memcpy(c[nt - 1], c0, sizeof(float) * (size_t)(m * n));
+    hpu_gemm_t g = {m, n, k, a, 1, m, b, n, 1, c[nt - 1], n, 1, HPU_FLOAT32, 1.5f, 0.25f};
+    hpu_set_num_threads(nt);
+    CU_ASSERT_EQUAL(hpu_gemm_run(&g, HPU_GEMM_F32FMA), 0);
+  }
+  CU_ASSERT_EQUAL(memcmp(c[0], c[1], sizeof(float) * (size_t)(m * n)), 0);
+  free(a);
+  free(b);
+  free(c0);
+  free(c[0]);
+  free(c[1]);
+  hpu_set_num_threads(saved);
+}
+
 /* Bottom-edge heights: every m mod 12 (each row count has its own kernel,
  * reading A in place or from a packed panel), on fp32 and bf16 with each
  * kernel, against the double loop: odd k, k over one k block (partial sums
@@ -355,6 +397,7 @@ int main(void) {
   CU_add_test(s, "amx bfloat16", test_amx_bf16);
   CU_add_test(s, "blas/convert path", test_old_path);
   CU_add_test(s, "batches and blocks", test_blocks);
+  CU_add_test(s, "split k", test_split_k);
   CU_add_test(s, "row edges", test_row_edges);
   CU_add_test(s, "round once", test_round_once);
   CU_add_test(s, "nan/inf", test_nan_inf);
