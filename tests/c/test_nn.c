@@ -3,6 +3,7 @@
 #include <CUnit/Basic.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -88,6 +89,76 @@ static void test_reduce_ranges(void) {
   n.outputs[0] = T1(dv, HPU_FLOAT64, 2);
   CU_ASSERT_EQUAL(hpu_node_validate(&n), HPU_ERROR_INVALID_ARGUMENT);
   free(x);
+  hpu_kernels_set_isa(HPU_ISA_AVX512);
+}
+
+/* The documented order of a contiguous float sum (nn_reduce.c): 64 float
+ * lanes per block of 4096, folded j += j+32, j += j+16, j += j+8, then the
+ * tail and lanes 0..7 in order, each block's total added into a double. */
+static double ordered_sum(const float *x, int64_t n, int absval) {
+  double total = 0;
+  for (int64_t b = 0; b < n; b += 4096) {
+    int64_t m = n - b < 4096 ? n - b : 4096;
+    float acc[64] = {0}, t = 0;
+    int64_t i = 0;
+    for (; i + 64 <= m; i += 64)
+      for (int j = 0; j < 64; j++) acc[j] += absval ? fabsf(x[b + i + j]) : x[b + i + j];
+    for (; i < m; i++) t += absval ? fabsf(x[b + i]) : x[b + i];
+    for (int j = 0; j < 32; j++) acc[j] += acc[j + 32];
+    for (int j = 0; j < 16; j++) acc[j] += acc[j + 16];
+    for (int j = 0; j < 8; j++) acc[j] += acc[j + 8];
+    for (int j = 0; j < 8; j++) t += acc[j];
+    total += t;
+  }
+  return total;
+}
+
+/* Row sums and 1-norms (float32 and bfloat16 rows, with and without a tail,
+ * one and several blocks) give exactly the documented order's bits on every
+ * ISA: results must not depend on the machine's vector width. */
+static void test_row_sums_same_bits_every_isa(void) {
+  static const int64_t lens[] = {1, 63, 64, 100, 256, 1000, 4096, 4196, 9000};
+  enum { ROWS = 3 };
+  uint32_t seed = 12345;
+  for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+    int64_t L = lens[li];
+    float *x = malloc(sizeof(float) * ROWS * L);
+    uint16_t *xb = malloc(sizeof(uint16_t) * ROWS * L);
+    float *xbf = malloc(sizeof(float) * ROWS * L); /* the bf16 values as floats */
+    for (int64_t i = 0; i < ROWS * L; i++) {
+      seed = seed * 1664525u + 1013904223u;
+      x[i] = ((float)(seed >> 8) / 16777216.0f - 0.5f) * 7.0f;
+      uint32_t u;
+      memcpy(&u, &x[i], 4);
+      xb[i] = (uint16_t)(u >> 16);
+      u &= 0xffff0000u;
+      memcpy(&xbf[i], &u, 4);
+    }
+    for (int dt = 0; dt < 2; dt++)
+      for (int absval = 0; absval < 2; absval++)
+        for (size_t k = 0; k < 3; k++) {
+          hpu_kernels_set_isa(isas[k]);
+          double out[ROWS];
+          hpu_node_t n = node(HPU_OP_REDUCE);
+          n.num_inputs = n.num_outputs = 1;
+          n.inputs[0] = dt ? T2(xb, HPU_BFLOAT16, ROWS, L) : T2(x, HPU_FLOAT32, ROWS, L);
+          n.outputs[0] = T2(out, HPU_FLOAT64, ROWS, 1);
+          n.params.nn.i[0] = absval ? HPU_REDUCE_NORM : HPU_REDUCE_SUM;
+          n.params.nn.i[1] = 2; /* dim 1 */
+          n.params.nn.s[0] = hpu_scalar_float(1);
+          CU_ASSERT_EQUAL_FATAL(run(&n), HPU_SUCCESS);
+          for (int r = 0; r < ROWS; r++) {
+            double want = ordered_sum((dt ? xbf : x) + r * L, L, absval);
+            if (out[r] != want)
+              fprintf(stderr, "\nL=%lld dt=%d abs=%d isa=%d row=%d: %.17g != %.17g\n", (long long)L, dt,
+                      absval, (int)isas[k], r, out[r], want);
+            CU_ASSERT_EQUAL(out[r], want);
+          }
+        }
+    free(x);
+    free(xb);
+    free(xbf);
+  }
   hpu_kernels_set_isa(HPU_ISA_AVX512);
 }
 
@@ -258,6 +329,7 @@ int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite("nn", NULL, NULL);
   CU_add_test(s, "reductions of ranges", test_reduce_ranges);
+  CU_add_test(s, "row sums: same bits on every ISA", test_row_sums_same_bits_every_isa);
   CU_add_test(s, "argmax and cumsum", test_argmax_cumsum);
   CU_add_test(s, "softmax of equal values", test_softmax_equal);
   CU_add_test(s, "layer norm by construction", test_layer_norm);
