@@ -133,7 +133,13 @@ def time_pair(cpu_fn, hpu_fn, reps, budget, settle=0.0):
     the 2 cores with that spinner: measured hpu bf16 512^3 307 us with
     OMP_WAIT_POLICY=passive vs 562 us with the default, torch unchanged.
     The spinner outlasts 2 ms (BERT-shape hpu sum 17.8 ms with 2 ms of
-    lead-in, 12.5 ms with 10 ms; torch 10.5 ms either way), hence 10 ms."""
+    lead-in, 12.5 ms with 10 ms; torch 10.5 ms either way). On the Zen 4
+    EPYC of session 9 it outlasts 10 ms: polling the threads' state, a
+    torch worker kept running 8 ms after a region on an idle machine and
+    11-16 ms while hpu work ran beside it, and with 10 ms of lead-in the
+    16M row sums read 0.6-0.7 of torch here but 0.94-1.08 when each side is
+    timed alone. Hence 30 ms by default. The repetitions the budget allows
+    count the lead-ins, so a run takes about as long as with 10 ms."""
     def lead_in(fn):
         t0 = time.perf_counter()
         fn()
@@ -146,7 +152,7 @@ def time_pair(cpu_fn, hpu_fn, reps, budget, settle=0.0):
     cpu_fn()
     hpu_fn()
     once = time.perf_counter() - t0
-    n = max(reps, min(20 * reps, int(budget / max(once, 1e-9))))
+    n = max(reps, min(20 * reps, int(budget / max(once + 2 * settle, 1e-9))))
     tc, th = [], []
     for _ in range(n):
         if settle:
@@ -523,7 +529,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="smaller sizes, fewer reps (~1 minute)")
     ap.add_argument("--reps", type=int, default=0, help="min repetitions per side (default 5, quick 3)")
     ap.add_argument("--budget", type=float, default=0, help="seconds per op case used to add reps")
-    ap.add_argument("--settle", type=float, default=0.01,
+    ap.add_argument("--settle", type=float, default=0.03,
                     help="matmul and op rows: run each side untimed this many seconds before each timed call, "
                          "so torch's spinning OpenMP workers do not share the cores with the hpu call "
                          "(0: plain cpu/hpu alternation)")
