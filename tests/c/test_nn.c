@@ -162,6 +162,44 @@ static void test_row_sums_same_bits_every_isa(void) {
   hpu_kernels_set_isa(HPU_ISA_AVX512);
 }
 
+/* Column sums of tall [rows, cols] planes (bias gradients): the row-group
+ * path (rows >= 4096) and the column-block path match a double reference,
+ * and 1, 2 and 3 threads give the same bits. */
+static void test_column_sums_any_thread_count(void) {
+  static const int64_t shapes[][2] = {{5000, 300}, {4096, 1024}, {9000, 17}, {3000, 300}, {4100, 1500}};
+  uint32_t seed = 777;
+  for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+    int64_t R = shapes[si][0], C = shapes[si][1];
+    float *x = malloc(sizeof(float) * R * C);
+    float *out = malloc(sizeof(float) * C), *first = malloc(sizeof(float) * C);
+    for (int64_t i = 0; i < R * C; i++) {
+      seed = seed * 1664525u + 1013904223u;
+      x[i] = (float)(seed >> 8) / 16777216.0f - 0.25f;
+    }
+    for (int threads = 1; threads <= 3; threads++) {
+      CU_ASSERT_EQUAL_FATAL(hpu_set_num_threads(threads), HPU_SUCCESS);
+      hpu_node_t n = node(HPU_OP_REDUCE);
+      n.num_inputs = n.num_outputs = 1;
+      n.inputs[0] = T2(x, HPU_FLOAT32, R, C);
+      n.outputs[0] = T2(out, HPU_FLOAT32, 1, C);
+      n.params.nn.i[0] = HPU_REDUCE_SUM;
+      n.params.nn.i[1] = 1; /* dim 0 */
+      CU_ASSERT_EQUAL_FATAL(run(&n), HPU_SUCCESS);
+      for (int64_t j = 0; j < C; j++) {
+        double want = 0;
+        for (int64_t i = 0; i < R; i++) want += x[i * C + j];
+        CU_ASSERT_DOUBLE_EQUAL(out[j], want, 1e-5 * R);
+      }
+      if (threads == 1) memcpy(first, out, sizeof(float) * C);
+      else CU_ASSERT_EQUAL(memcmp(first, out, sizeof(float) * C), 0);
+    }
+    free(x);
+    free(out);
+    free(first);
+  }
+  CU_ASSERT_EQUAL(hpu_set_num_threads(2), HPU_SUCCESS);
+}
+
 static void test_argmax_cumsum(void) {
   float x[6] = {1, 7, 7, -2, NAN, 3};
   int64_t idx[2];
@@ -330,6 +368,7 @@ int main(void) {
   CU_pSuite s = CU_add_suite("nn", NULL, NULL);
   CU_add_test(s, "reductions of ranges", test_reduce_ranges);
   CU_add_test(s, "row sums: same bits on every ISA", test_row_sums_same_bits_every_isa);
+  CU_add_test(s, "column sums: any thread count", test_column_sums_any_thread_count);
   CU_add_test(s, "argmax and cumsum", test_argmax_cumsum);
   CU_add_test(s, "softmax of equal values", test_softmax_equal);
   CU_add_test(s, "layer norm by construction", test_layer_norm);
