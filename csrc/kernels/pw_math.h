@@ -30,17 +30,13 @@ static inline int32_t pw_to_bits(float f) {
   return b.i;
 }
 
-/* e^x */
-static inline float pw_expf(float x) {
-  const float hi = 88.72283935546875f, lo = -103.97283935546875f;
-  float xc = x > hi ? hi : x;
-  xc = xc < lo ? lo : xc;
-  xc = xc == xc ? xc : 0.0f; /* NaN: fixed up at the end */
-  float n = rintf(xc * 1.44269504088896341f);
-  /* Explicit fmaf (the build is -std=c11: no contraction), as the AVX-512
-   * exp16 does op for op: 8 fewer instructions per vector than separate
-   * multiplies and adds, and one rounding fewer each. On CPUs without FMA
-   * (the generic build) fmaf is a libm call: right, but slow. */
+/* e^(xc - n ln 2) for n = rint(xc / ln 2): the range reduction and the
+ * polynomial that pw_expf and pw_exp_nonpos share. Explicit fmaf (the build
+ * is -std=c11: no contraction), as the AVX-512 exp16 does op for op: 8 fewer
+ * instructions per vector than separate multiplies and adds, and one
+ * rounding fewer each. On CPUs without FMA (the generic build) fmaf is a
+ * libm call: right, but slow. */
+static inline float pw_exp_reduced(float xc, float n) {
   float r = fmaf(n, -0.693359375f, xc);
   r = fmaf(n, 2.12194440e-4f, r);
   float p = fmaf(1.9875691500e-4f, r, 1.3981999507e-3f);
@@ -48,7 +44,17 @@ static inline float pw_expf(float x) {
   p = fmaf(p, r, 4.1665795894e-2f);
   p = fmaf(p, r, 1.6666665459e-1f);
   p = fmaf(p, r, 5.0000001201e-1f);
-  float y = fmaf(p, r * r, r) + 1.0f;
+  return fmaf(p, r * r, r) + 1.0f;
+}
+
+/* e^x */
+static inline float pw_expf(float x) {
+  const float hi = 88.72283935546875f, lo = -103.97283935546875f;
+  float xc = x > hi ? hi : x;
+  xc = xc < lo ? lo : xc;
+  xc = xc == xc ? xc : 0.0f; /* NaN: fixed up at the end */
+  float n = rintf(xc * 1.44269504088896341f);
+  float y = pw_exp_reduced(xc, n);
   /* 2^n in two factors so that n down to -150 (subnormal results) works. */
   int32_t ni = (int32_t)n;
   int32_t n1 = ni >> 1, n2 = ni - n1;
@@ -108,20 +114,12 @@ static inline float pw_tanhf(float x) {
  * without its overflow and subnormal handling. Below -87 it returns about
  * e^-87 (1.6e-38) instead of a smaller value, which its callers add to 1 or
  * multiply by bounded terms, so their results do not change; NaN gives some
- * finite value (callers propagate NaN from their own input). Explicit
- * fmaf (the build is -std=c11: no contraction): half the instructions of
- * pw_expf in the vectorised loop. */
+ * finite value (callers propagate NaN from their own input): half the
+ * instructions of pw_expf in the vectorised loop. */
 static inline float pw_exp_nonpos(float x) {
   float xc = x > -87.0f ? x : -87.0f; /* one max instruction; NaN -> -87 */
   float n = rintf(xc * 1.44269504088896341f);
-  float r = fmaf(n, -0.693359375f, xc);
-  r = fmaf(n, 2.12194440e-4f, r);
-  float p = fmaf(1.9875691500e-4f, r, 1.3981999507e-3f);
-  p = fmaf(p, r, 8.3334519073e-3f);
-  p = fmaf(p, r, 4.1665795894e-2f);
-  p = fmaf(p, r, 1.6666665459e-1f);
-  p = fmaf(p, r, 5.0000001201e-1f);
-  float y = fmaf(p, r * r, r) + 1.0f;
+  float y = pw_exp_reduced(xc, n);
   return y * pw_from_bits((int32_t)(((uint32_t)(int32_t)n + 127u) << 23));
 }
 
