@@ -4,9 +4,9 @@
  * Rows along the last dim (the transformer case) run row by row, split over
  * the thread pool, in float for fp32/bf16/fp16 (reduced types are converted
  * into a per-task float row buffer) and in double for fp64. The float row
- * loops are written so GCC vectorises them (lane arrays for sums and maxima,
- * a branch-free exp) and are compiled as AVX2/AVX-512 clones picked at run
- * time. Softmax over another dim walks columns with a stride. */
+ * loops keep their sums and maxima in v16f registers, take exp from
+ * pw_math.h (branch-free, vectorised by GCC) and are compiled as AVX2/AVX-512
+ * clones picked at run time. Softmax over another dim walks columns with a stride. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -14,28 +14,77 @@
 
 #include "hpu/parallel.h"
 #include "kernels/cvt.h"
+#include "kernels/exp16.h"
 #include "kernels/isa.h"
 #include "kernels/kernels.h"
 #include "kernels/nn_util.h"
+#include "kernels/pw_math.h"
+#include "kernels/v16.h"
 
-/* Row reductions keep 64 float lanes (four AVX-512 chains: the loops run at
- * load speed, not at add/max latency), then 16 for the rest. */
-#define LANES 64
-#define ROW_LOOP(...)                                         \
-  for (; i + LANES <= n; i += LANES)                          \
-    for (int j = 0; j < LANES; j++) __VA_ARGS__               \
-  for (; i + 16 <= n; i += 16)                                \
-    for (int j = 0; j < 16; j++) __VA_ARGS__
-/* Folds the 64 lanes into the first 16 (vector adds / maxes). */
-#define FOLD_SUM(s)                                                   \
-  do {                                                                \
-    for (int j = 0; j < 32; j++) s[j] += s[j + 32];                   \
-    for (int j = 0; j < 16; j++) s[j] += s[j + 16];                   \
+/* Row reductions keep 64 float lanes as four v16f accumulators a0..a3
+ * (four independent AVX-512 chains: the loops run at load speed, not at
+ * add/max latency): lane j of a block of 64 goes to a(j/16), the 16-element
+ * blocks after the last whole 64 to a0, the rest to a scalar. LANES_FOLD
+ * adds a2 into a0 and a3 into a1, then a1 into a0, then a0's lanes in order
+ * into the scalar: the same order on every ISA. V(k) is the v16f of the
+ * elements k..k+15. */
+#define LANES_LOOP(V)                                \
+  for (; i + 64 <= n; i += 64) {                     \
+    a0 += V(i);                                      \
+    a1 += V(i + 16);                                 \
+    a2 += V(i + 32);                                 \
+    a3 += V(i + 48);                                 \
+  }                                                  \
+  for (; i + 16 <= n; i += 16) a0 += V(i)
+#define LANES_FOLD(a0, a1, a2, a3, r)                \
+  do {                                               \
+    a0 += a2;                                        \
+    a1 += a3;                                        \
+    a0 += a1;                                        \
+    for (int j_ = 0; j_ < 16; j_++) r += a0[j_];     \
   } while (0)
-#define FOLD_MAX(m)                                                   \
-  do {                                                                \
-    for (int j = 0; j < 32; j++) m[j] = m[j + 32] > m[j] ? m[j + 32] : m[j]; \
-    for (int j = 0; j < 16; j++) m[j] = m[j + 16] > m[j] ? m[j + 16] : m[j]; \
+
+/* e^v for a v16f, the same bits on every ISA: exp16 on AVX-512, pw_expf
+ * lane by lane elsewhere. */
+#define EXPV_generic(v)                                           \
+  ({                                                              \
+    v16f v_ = (v), r_;                                            \
+    for (int j_ = 0; j_ < 16; j_++) r_[j_] = pw_expf(v_[j_]);     \
+    r_;                                                           \
+  })
+#define EXPV_avx2 EXPV_generic
+#define EXPV_avx512(v) ((v16f)exp16((__m512)(v)))
+
+/* The vectors LANES_LOOP adds (over the row function's x, y and c). */
+#define V_X(k) VLD_F32(x + (k))
+#define V_EXP_generic(k) EXPV_generic(VLD_F32(x + (k)) - c)
+#define V_EXP_avx2(k) EXPV_avx2(VLD_F32(x + (k)) - c)
+#define V_EXP_avx512(k) EXPV_avx512(VLD_F32(x + (k)) - c)
+/* ...and stores it at y + k */
+#define V_EXP_STORE(k, E)                    \
+  ({                                         \
+    v16f e_ = E(k);                          \
+    __builtin_memcpy(y + (k), &e_, sizeof e_); \
+    e_;                                      \
+  })
+#define V_EXP_STORE_generic(k) V_EXP_STORE(k, V_EXP_generic)
+#define V_EXP_STORE_avx2(k) V_EXP_STORE(k, V_EXP_avx2)
+#define V_EXP_STORE_avx512(k) V_EXP_STORE(k, V_EXP_avx512)
+#define V_XY(k) (VLD_F32(x + (k)) * VLD_F32(y + (k)))
+#define V_SQDEV(k)                   \
+  ({                                 \
+    v16f d_ = VLD_F32(x + (k)) - c;  \
+    d_ * d_;                         \
+  })
+
+/* layer norm backward: adds dy*w into sa and dy*w*xhat into sb for the 16
+ * elements from k (over rlnb's x, dy, w, mean and rstd). */
+#define LNB_STEP(sa, sb, k)                                       \
+  do {                                                            \
+    v16f xh_ = (VLD_F32(x + (k)) - mean) * rstd;                  \
+    v16f g_ = VLD_F32(dy + (k)) * VLD_F32(w + (k));               \
+    sa += g_;                                                     \
+    sb += g_ * xh_;                                               \
   } while (0)
 
 /* Row conversions --------------------------------------------------------------- */
@@ -86,41 +135,46 @@ static void store_row(char *dst, const float *src, int64_t n, hpu_dtype_t dt) {
 
 #define DEF_ROWS(ISA)                                                                   \
   static HPU_ATTR_##ISA float rmax_##ISA(const float *x, int64_t n) {                   \
-    float m[LANES];                                                                     \
-    for (int j = 0; j < LANES; j++) m[j] = -INFINITY;                                   \
+    v16f m0, m1, m2, m3;                                                                \
+    m0 = m1 = m2 = m3 = (v16f){0} - INFINITY;                                           \
     int64_t i = 0;                                                                      \
-    ROW_LOOP(m[j] = x[i + j] > m[j] ? x[i + j] : m[j];)         \
+    for (; i + 64 <= n; i += 64) {                                                      \
+      m0 = VMAX_GT(VLD_F32(x + i), m0);                                                 \
+      m1 = VMAX_GT(VLD_F32(x + i + 16), m1);                                            \
+      m2 = VMAX_GT(VLD_F32(x + i + 32), m2);                                            \
+      m3 = VMAX_GT(VLD_F32(x + i + 48), m3);                                            \
+    }                                                                                   \
+    for (; i + 16 <= n; i += 16) m0 = VMAX_GT(VLD_F32(x + i), m0);                      \
     float r = -INFINITY;                                                                \
     for (; i < n; i++) r = x[i] > r ? x[i] : r;                                         \
-    FOLD_MAX(m); for (int j = 0; j < 16; j++) r = m[j] > r ? m[j] : r;                            \
+    m0 = VMAX_GT(m2, m0);                                                               \
+    m1 = VMAX_GT(m3, m1);                                                               \
+    m0 = VMAX_GT(m1, m0);                                                               \
+    for (int j = 0; j < 16; j++) r = m0[j] > r ? m0[j] : r;                             \
     return r;                                                                           \
   }                                                                                     \
   /* y = exp(x - c); returns sum(y) */                                                  \
   static HPU_ATTR_##ISA float rexp_##ISA(const float *x, float *y, int64_t n, float c) { \
-    float s[LANES] = {0};                                                               \
+    v16f a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};                                        \
     int64_t i = 0;                                                                      \
-    ROW_LOOP({                                                 \
-        float e = hpu_nn_expf(x[i + j] - c);                                            \
-        y[i + j] = e;                                                                   \
-        s[j] += e;                                                                      \
-      })                                                                                 \
+    LANES_LOOP(V_EXP_STORE_##ISA);                                                      \
     float r = 0;                                                                        \
     for (; i < n; i++) {                                                                \
-      float e = hpu_nn_expf(x[i] - c);                                                  \
+      float e = pw_expf(x[i] - c);                                                      \
       y[i] = e;                                                                         \
       r += e;                                                                           \
     }                                                                                   \
-    FOLD_SUM(s); for (int j = 0; j < 16; j++) r += s[j];                                          \
+    LANES_FOLD(a0, a1, a2, a3, r);                                                      \
     return r;                                                                           \
   }                                                                                     \
   /* sum(exp(x - c)) without storing */                                                 \
   static HPU_ATTR_##ISA float rexpsum_##ISA(const float *x, int64_t n, float c) {       \
-    float s[LANES] = {0};                                                               \
+    v16f a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};                                        \
     int64_t i = 0;                                                                      \
-    ROW_LOOP(s[j] += hpu_nn_expf(x[i + j] - c);)                \
+    LANES_LOOP(V_EXP_##ISA);                                                            \
     float r = 0;                                                                        \
-    for (; i < n; i++) r += hpu_nn_expf(x[i] - c);                                      \
-    FOLD_SUM(s); for (int j = 0; j < 16; j++) r += s[j];                                          \
+    for (; i < n; i++) r += pw_expf(x[i] - c);                                          \
+    LANES_FOLD(a0, a1, a2, a3, r);                                                      \
     return r;                                                                           \
   }                                                                                     \
   static HPU_ATTR_##ISA void rscale_##ISA(float *y, int64_t n, float a, float b) {      \
@@ -131,34 +185,31 @@ static void store_row(char *dst, const float *src, int64_t n, hpu_dtype_t dt) {
     for (int64_t i = 0; i < n; i++) y[i] = x[i] * a + b;                                \
   }                                                                                     \
   static HPU_ATTR_##ISA float rsum_##ISA(const float *x, int64_t n) {                   \
-    float s[LANES] = {0};                                                               \
+    v16f a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};                                        \
     int64_t i = 0;                                                                      \
-    ROW_LOOP(s[j] += x[i + j];)                                 \
+    LANES_LOOP(V_X);                                                                    \
     float r = 0;                                                                        \
     for (; i < n; i++) r += x[i];                                                       \
-    FOLD_SUM(s); for (int j = 0; j < 16; j++) r += s[j];                                          \
+    LANES_FOLD(a0, a1, a2, a3, r);                                                      \
     return r;                                                                           \
   }                                                                                     \
   /* sum((x - c)^2) */                                                                  \
   static HPU_ATTR_##ISA float rssd_##ISA(const float *x, int64_t n, float c) {          \
-    float s[LANES] = {0};                                                               \
+    v16f a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};                                        \
     int64_t i = 0;                                                                      \
-    ROW_LOOP({                                                 \
-        float d = x[i + j] - c;                                                         \
-        s[j] += d * d;                                                                  \
-      })                                                                                 \
+    LANES_LOOP(V_SQDEV);                                                                \
     float r = 0;                                                                        \
     for (; i < n; i++) r += (x[i] - c) * (x[i] - c);                                    \
-    FOLD_SUM(s); for (int j = 0; j < 16; j++) r += s[j];                                          \
+    LANES_FOLD(a0, a1, a2, a3, r);                                                      \
     return r;                                                                           \
   }                                                                                     \
   static HPU_ATTR_##ISA float rdot_##ISA(const float *x, const float *y, int64_t n) {   \
-    float s[LANES] = {0};                                                               \
+    v16f a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};                                        \
     int64_t i = 0;                                                                      \
-    ROW_LOOP(s[j] += x[i + j] * y[i + j];)                      \
+    LANES_LOOP(V_XY);                                                                   \
     float r = 0;                                                                        \
     for (; i < n; i++) r += x[i] * y[i];                                                \
-    FOLD_SUM(s); for (int j = 0; j < 16; j++) r += s[j];                                          \
+    LANES_FOLD(a0, a1, a2, a3, r);                                                      \
     return r;                                                                           \
   }                                                                                     \
   /* y = (x - mean) * rstd * w + b */                                                   \
@@ -174,31 +225,30 @@ static void store_row(char *dst, const float *src, int64_t n, hpu_dtype_t dt) {
   /* log_softmax backward: dx = g - exp(y) * s */                                       \
   static HPU_ATTR_##ISA void rlsmb_##ISA(const float *g, const float *y, float *dx,     \
                                          int64_t n, float s) {                          \
-    for (int64_t i = 0; i < n; i++) dx[i] = g[i] - hpu_nn_expf(y[i]) * s;               \
+    for (int64_t i = 0; i < n; i++) dx[i] = g[i] - pw_expf(y[i]) * s;               \
   }                                                                                     \
   /* layer norm backward row: accumulates dgamma/dbeta, writes dx */                    \
   static HPU_ATTR_##ISA void rlnb_##ISA(const float *dy, const float *x, const float *w, \
                                         float *dx, float *dg, float *db, int64_t n,     \
                                         float mean, float rstd, int want_dx) {          \
-    float s1[LANES] = {0}, s2[LANES] = {0};                                             \
+    v16f a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};                                        \
+    v16f b0 = {0}, b1 = {0}, b2 = {0}, b3 = {0};                                        \
     int64_t i = 0;                                                                      \
-    ROW_LOOP({                                                 \
-        float xh = (x[i + j] - mean) * rstd, g = dy[i + j] * w[i + j];                  \
-        s1[j] += g;                                                                     \
-        s2[j] += g * xh;                                                                \
-      })                                                                                 \
+    for (; i + 64 <= n; i += 64) {                                                      \
+      LNB_STEP(a0, b0, i);                                                              \
+      LNB_STEP(a1, b1, i + 16);                                                         \
+      LNB_STEP(a2, b2, i + 32);                                                         \
+      LNB_STEP(a3, b3, i + 48);                                                         \
+    }                                                                                   \
+    for (; i + 16 <= n; i += 16) LNB_STEP(a0, b0, i);                                   \
     float a = 0, b = 0;                                                                 \
     for (; i < n; i++) {                                                                \
       float xh = (x[i] - mean) * rstd, g = dy[i] * w[i];                                \
       a += g;                                                                           \
       b += g * xh;                                                                      \
     }                                                                                   \
-    FOLD_SUM(s1);                                                                       \
-    FOLD_SUM(s2);                                                                       \
-    for (int j = 0; j < 16; j++) {                                                      \
-      a += s1[j];                                                                       \
-      b += s2[j];                                                                       \
-    }                                                                                   \
+    LANES_FOLD(a0, a1, a2, a3, a);                                                      \
+    LANES_FOLD(b0, b1, b2, b3, b);                                                      \
     if (dg)                                                                             \
       for (i = 0; i < n; i++) dg[i] += dy[i] * ((x[i] - mean) * rstd);                  \
     if (db)                                                                             \

@@ -22,6 +22,7 @@
 #include "kernels/isa.h"
 #include "kernels/kernels.h"
 #include "kernels/nn_util.h"
+#include "kernels/v16.h"
 
 #define MAXD HPU_MAX_DIMS
 #define SPLIT_BLOCK 65536
@@ -122,42 +123,6 @@ static void kept_offsets(const red_t *r, int64_t m, int64_t *in_off, int64_t *ou
 }
 
 /* Vectorised sums over contiguous runs ------------------------------------- */
-
-/* 16 float lanes as one value: GCC keeps the four accumulators of a block in
- * registers on every ISA (two or four registers each below AVX-512). With
- * float acc[64] arrays GCC spilled them to the stack after the loop and
- * reloaded them for the lane folds: with rows of 256 that per-row cost
- * halved the speed (41 against 22 us for [2048, 256] on one Zen 4 core). */
-typedef float v16f __attribute__((vector_size(64)));
-typedef uint32_t v16u __attribute__((vector_size(64)));
-typedef uint16_t v16h __attribute__((vector_size(32)));
-
-/* Loads as macros (GNU statement expressions): a helper function taking
- * or returning v16f would have a different ABI per ISA clone. */
-#define VLD_F32(p)                              \
-  ({                                            \
-    v16f v_;                                    \
-    __builtin_memcpy(&v_, (p), sizeof v_);      \
-    v_;                                         \
-  })
-#define VLD_BF16(p)                                                \
-  ({                                                               \
-    v16h h_;                                                       \
-    __builtin_memcpy(&h_, (p), sizeof h_);                         \
-    v16u u_ = __builtin_convertvector(h_, v16u) << 16;             \
-    v16f v_;                                                       \
-    __builtin_memcpy(&v_, &u_, sizeof v_);                         \
-    v_;                                                            \
-  })
-#define VSQ_ABS(x)                                \
-  ({                                              \
-    v16f x_ = (x);                                \
-    v16u u_;                                      \
-    __builtin_memcpy(&u_, &x_, sizeof u_);        \
-    u_ &= 0x7fffffffu;                            \
-    __builtin_memcpy(&x_, &u_, sizeof x_);        \
-    x_;                                           \
-  })
 
 #define LD_F32(x) (x)
 #define LD_BF16(x) hpu_cvt_bf16_f32(x)

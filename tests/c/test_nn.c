@@ -223,6 +223,67 @@ static void test_argmax_cumsum(void) {
 }
 
 /* softmax of equal values is uniform; log_softmax is -log(n) */
+/* Softmax and log_softmax rows of several lengths (the 64- and 16-lane
+ * blocks and the scalar tail): the same bits on the generic, AVX2 and
+ * AVX-512 paths (exp16 against pw_expf lane by lane), within 2e-6 of a
+ * double reference, masked (-inf) and very negative entries exactly 0, and
+ * a row with a NaN all NaN, as PyTorch gives. */
+static void test_softmax_rows_same_bits_every_isa(void) {
+  static const int64_t lens[] = {1, 15, 16, 63, 64, 100, 1000};
+  enum { ROWS = 3 };
+  uint32_t seed = 777;
+  for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+    int64_t L = lens[li];
+    float *x = malloc(sizeof(float) * ROWS * L);
+    float *y[3] = {malloc(sizeof(float) * ROWS * L), malloc(sizeof(float) * ROWS * L),
+                   malloc(sizeof(float) * ROWS * L)};
+    for (int64_t i = 0; i < ROWS * L; i++) {
+      seed = seed * 1664525u + 1013904223u;
+      x[i] = ((float)(seed >> 8) / 16777216.0f - 0.5f) * 20.0f;
+    }
+    /* row 0: every third entry masked; row 2: a NaN (when L > 1) */
+    for (int64_t i = 1; i < L; i += 3) x[i] = i % 2 ? -INFINITY : -1e4f;
+    if (L > 1) x[2 * L + L / 2] = NAN;
+    for (int lg = 0; lg < 2; lg++) {
+      for (size_t k = 0; k < 3; k++) {
+        hpu_kernels_set_isa(isas[k]);
+        hpu_node_t n = node(HPU_OP_SOFTMAX);
+        n.num_inputs = n.num_outputs = 1;
+        n.inputs[0] = T2(x, HPU_FLOAT32, ROWS, L);
+        n.outputs[0] = T2(y[k], HPU_FLOAT32, ROWS, L);
+        n.params.nn.i[0] = 1;
+        n.params.nn.i[1] = lg;
+        CU_ASSERT_EQUAL_FATAL(run(&n), HPU_SUCCESS);
+      }
+      CU_ASSERT_EQUAL(memcmp(y[0], y[1], sizeof(float) * ROWS * L), 0);
+      CU_ASSERT_EQUAL(memcmp(y[0], y[2], sizeof(float) * ROWS * L), 0);
+      for (int r = 0; r < ROWS; r++) {
+        const float *xr = x + r * L, *yr = y[2] + r * L;
+        if (r == 2 && L > 1) {
+          for (int64_t i = 0; i < L; i++) CU_ASSERT(isnan(yr[i]));
+          continue;
+        }
+        double mx = -INFINITY, s = 0;
+        for (int64_t i = 0; i < L; i++) mx = xr[i] > mx ? xr[i] : mx;
+        for (int64_t i = 0; i < L; i++) s += exp((double)xr[i] - mx);
+        for (int64_t i = 0; i < L; i++) {
+          double want = lg ? (double)xr[i] - mx - log(s) : exp((double)xr[i] - mx) / s;
+          if (!lg && xr[i] <= -1e4f) {
+            CU_ASSERT_EQUAL(yr[i], 0.0f);
+          } else if (!isinf(want)) {
+            CU_ASSERT_DOUBLE_EQUAL(yr[i], want, 2e-6 * (fabs(want) > 1 ? fabs(want) : 1));
+          } else {
+            CU_ASSERT(isinf(yr[i]) && yr[i] < 0);
+          }
+        }
+      }
+    }
+    free(x);
+    for (int k = 0; k < 3; k++) free(y[k]);
+  }
+  hpu_kernels_set_isa(HPU_ISA_AVX512);
+}
+
 static void test_softmax_equal(void) {
   enum { R = 5, C = 37 };
   float x[R * C], y[R * C];
@@ -371,6 +432,7 @@ int main(void) {
   CU_add_test(s, "column sums: any thread count", test_column_sums_any_thread_count);
   CU_add_test(s, "argmax and cumsum", test_argmax_cumsum);
   CU_add_test(s, "softmax of equal values", test_softmax_equal);
+  CU_add_test(s, "softmax rows: same bits on every ISA", test_softmax_rows_same_bits_every_isa);
   CU_add_test(s, "layer norm by construction", test_layer_norm);
   CU_add_test(s, "gather/scatter/index bounds", test_gather_scatter_index);
   CU_add_test(s, "nll_loss and sort", test_nll_sort);
