@@ -4,9 +4,10 @@
  * Rows along the last dim (the transformer case) run row by row, split over
  * the thread pool, in float for fp32/bf16/fp16 (reduced types are converted
  * into a per-task float row buffer) and in double for fp64. The float row
- * loops keep their sums and maxima in v16f registers, take exp from
- * pw_math.h (branch-free, vectorised by GCC) and are compiled as AVX2/AVX-512
- * clones picked at run time. Softmax over another dim walks columns with a stride. */
+ * loops keep their sums and maxima in lane groups of the ISA's registers
+ * (kernels/v16.h), take exp from exp16 on AVX-512 and pw_expf elsewhere (the
+ * same bits), and are compiled as AVX2/AVX-512 clones picked at run time.
+ * Softmax over another dim walks columns with a stride. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -21,71 +22,65 @@
 #include "kernels/pw_math.h"
 #include "kernels/v16.h"
 
-/* Row reductions keep 64 float lanes as four v16f accumulators a0..a3
- * (four independent AVX-512 chains: the loops run at load speed, not at
- * add/max latency): lane j of a block of 64 goes to a(j/16), the 16-element
- * blocks after the last whole 64 to a0, the rest to a scalar. LANES_FOLD
- * adds a2 into a0 and a3 into a1, then a1 into a0, then a0's lanes in order
- * into the scalar: the same order on every ISA. V(k) is the v16f of the
- * elements k..k+15. */
-#define LANES_LOOP(V)                                \
-  for (; i + 64 <= n; i += 64) {                     \
-    a0 += V(i);                                      \
-    a1 += V(i + 16);                                 \
-    a2 += V(i + 32);                                 \
-    a3 += V(i + 48);                                 \
-  }                                                  \
-  for (; i + 16 <= n; i += 16) a0 += V(i)
-#define LANES_FOLD(a0, a1, a2, a3, r)                \
-  do {                                               \
-    a0 += a2;                                        \
-    a1 += a3;                                        \
-    a0 += a1;                                        \
-    for (int j_ = 0; j_ < 16; j_++) r += a0[j_];     \
+/* Row reductions keep 64 float lanes as four lane groups a0..a3
+ * (kernels/v16.h: four independent add chains of AVX-512 width, so the
+ * loops run at load speed, not at add/max latency): lane j of a block of 64
+ * goes to a(j/16), the 16-element blocks after the last whole 64 to a0, the
+ * rest to a scalar. LANES_FOLD adds a2 into a0 and a3 into a1, then a1 into
+ * a0, then a0's lanes in order into the scalar: the same order on every
+ * ISA. V(VT, k) is the native vector of the elements k.. of the row. */
+#define LANES_DECL(VT)  \
+  G_DECL(VT, a0, 0);    \
+  G_DECL(VT, a1, 0);    \
+  G_DECL(VT, a2, 0);    \
+  G_DECL(VT, a3, 0)
+#define LANES_LOOP(VT, V)            \
+  for (; i + 64 <= n; i += 64) {     \
+    G_ACC(VT, a0, V, i);             \
+    G_ACC(VT, a1, V, i + 16);        \
+    G_ACC(VT, a2, V, i + 32);        \
+    G_ACC(VT, a3, V, i + 48);        \
+  }                                  \
+  for (; i + 16 <= n; i += 16) G_ACC(VT, a0, V, i)
+#define LANES_FOLD(VT, a0, a1, a2, a3, r)                         \
+  do {                                                            \
+    G_ADD(VT, a0, a2);                                            \
+    G_ADD(VT, a1, a3);                                            \
+    G_ADD(VT, a0, a1);                                            \
+    for (int j_ = 0; j_ < 16; j_++) r += G_LANE(VT, a0, j_);      \
   } while (0)
 
-/* e^v for a v16f, the same bits on every ISA: exp16 on AVX-512, pw_expf
- * lane by lane elsewhere. */
-#define EXPV_generic(v)                                           \
-  ({                                                              \
-    v16f v_ = (v), r_;                                            \
-    for (int j_ = 0; j_ < 16; j_++) r_[j_] = pw_expf(v_[j_]);     \
-    r_;                                                           \
-  })
-#define EXPV_avx2 EXPV_generic
-#define EXPV_avx512(v) ((v16f)exp16((__m512)(v)))
+/* d[0..N) = e^(s[j] - c), the same bits on every ISA: exp16 on AVX-512;
+ * elsewhere pw_expf in a loop GCC vectorises. N is a multiple of 16. */
+#define EXP_BLOCK_generic(d, s, N, c) \
+  for (int j_ = 0; j_ < (N); j_++) (d)[j_] = pw_expf((s)[j_] - (c))
+#define EXP_BLOCK_avx2 EXP_BLOCK_generic
+#define EXP_BLOCK_avx512(d, s, N, c)                                                  \
+  for (int j_ = 0; j_ < (N); j_ += 16)                                                \
+  _mm512_storeu_ps((d) + j_, exp16(_mm512_sub_ps(_mm512_loadu_ps((s) + j_), _mm512_set1_ps(c))))
 
-/* The vectors LANES_LOOP adds (over the row function's x, y and c). */
-#define V_X(k) VLD_F32(x + (k))
-#define V_EXP_generic(k) EXPV_generic(VLD_F32(x + (k)) - c)
-#define V_EXP_avx2(k) EXPV_avx2(VLD_F32(x + (k)) - c)
-#define V_EXP_avx512(k) EXPV_avx512(VLD_F32(x + (k)) - c)
-/* ...and stores it at y + k */
-#define V_EXP_STORE(k, E)                    \
-  ({                                         \
-    v16f e_ = E(k);                          \
-    __builtin_memcpy(y + (k), &e_, sizeof e_); \
-    e_;                                      \
+/* The vectors LANES_LOOP adds (over the row function's x, y, e and c). */
+#define V_X(VT, k) VLD_F32(VT, x + (k))
+#define V_Y(VT, k) VLD_F32(VT, y + (k))
+#define V_XY(VT, k) (VLD_F32(VT, x + (k)) * VLD_F32(VT, y + (k)))
+#define V_SQDEV(VT, k)                   \
+  ({                                     \
+    VT d_ = VLD_F32(VT, x + (k)) - c;    \
+    d_ * d_;                             \
   })
-#define V_EXP_STORE_generic(k) V_EXP_STORE(k, V_EXP_generic)
-#define V_EXP_STORE_avx2(k) V_EXP_STORE(k, V_EXP_avx2)
-#define V_EXP_STORE_avx512(k) V_EXP_STORE(k, V_EXP_avx512)
-#define V_XY(k) (VLD_F32(x + (k)) * VLD_F32(y + (k)))
-#define V_SQDEV(k)                   \
-  ({                                 \
-    v16f d_ = VLD_F32(x + (k)) - c;  \
-    d_ * d_;                         \
-  })
+/* e holds the exp of the current block of 64 (or 16), k counts from i */
+#define V_E(VT, k) VLD_F32(VT, e + ((k) - i))
 
 /* layer norm backward: adds dy*w into sa and dy*w*xhat into sb for the 16
  * elements from k (over rlnb's x, dy, w, mean and rstd). */
-#define LNB_STEP(sa, sb, k)                                       \
-  do {                                                            \
-    v16f xh_ = (VLD_F32(x + (k)) - mean) * rstd;                  \
-    v16f g_ = VLD_F32(dy + (k)) * VLD_F32(w + (k));               \
-    sa += g_;                                                     \
-    sb += g_ * xh_;                                               \
-  } while (0)
+#define LNB_STEP(VT, sa, sb, k)                                         \
+  for (int gi_ = 0; gi_ < VNV(VT); gi_++) {                             \
+    int64_t o_ = (k) + gi_ * VW(VT);                                    \
+    VT xh_ = (VLD_F32(VT, x + o_) - mean) * rstd;                       \
+    VT g_ = VLD_F32(VT, dy + o_) * VLD_F32(VT, w + o_);                 \
+    sa[gi_] += g_;                                                      \
+    sb[gi_] += g_ * xh_;                                                \
+  }
 
 /* Row conversions --------------------------------------------------------------- */
 
@@ -135,46 +130,72 @@ static void store_row(char *dst, const float *src, int64_t n, hpu_dtype_t dt) {
 
 #define DEF_ROWS(ISA)                                                                   \
   static HPU_ATTR_##ISA float rmax_##ISA(const float *x, int64_t n) {                   \
-    v16f m0, m1, m2, m3;                                                                \
-    m0 = m1 = m2 = m3 = (v16f){0} - INFINITY;                                           \
+    G_DECL(VT_##ISA, m0, -INFINITY);                                                    \
+    G_DECL(VT_##ISA, m1, -INFINITY);                                                    \
+    G_DECL(VT_##ISA, m2, -INFINITY);                                                    \
+    G_DECL(VT_##ISA, m3, -INFINITY);                                                    \
     int64_t i = 0;                                                                      \
     for (; i + 64 <= n; i += 64) {                                                      \
-      m0 = VMAX_GT(VLD_F32(x + i), m0);                                                 \
-      m1 = VMAX_GT(VLD_F32(x + i + 16), m1);                                            \
-      m2 = VMAX_GT(VLD_F32(x + i + 32), m2);                                            \
-      m3 = VMAX_GT(VLD_F32(x + i + 48), m3);                                            \
+      G_MAX(VT_##ISA, m0, V_X, i);                                                      \
+      G_MAX(VT_##ISA, m1, V_X, i + 16);                                                 \
+      G_MAX(VT_##ISA, m2, V_X, i + 32);                                                 \
+      G_MAX(VT_##ISA, m3, V_X, i + 48);                                                 \
     }                                                                                   \
-    for (; i + 16 <= n; i += 16) m0 = VMAX_GT(VLD_F32(x + i), m0);                      \
+    for (; i + 16 <= n; i += 16) G_MAX(VT_##ISA, m0, V_X, i);                           \
     float r = -INFINITY;                                                                \
     for (; i < n; i++) r = x[i] > r ? x[i] : r;                                         \
-    m0 = VMAX_GT(m2, m0);                                                               \
-    m1 = VMAX_GT(m3, m1);                                                               \
-    m0 = VMAX_GT(m1, m0);                                                               \
-    for (int j = 0; j < 16; j++) r = m0[j] > r ? m0[j] : r;                             \
+    G_MAXG(VT_##ISA, m0, m2);                                                           \
+    G_MAXG(VT_##ISA, m1, m3);                                                           \
+    G_MAXG(VT_##ISA, m0, m1);                                                           \
+    for (int j = 0; j < 16; j++) {                                                      \
+      float v = G_LANE(VT_##ISA, m0, j);                                                \
+      r = v > r ? v : r;                                                                \
+    }                                                                                   \
     return r;                                                                           \
   }                                                                                     \
   /* y = exp(x - c); returns sum(y) */                                                  \
   static HPU_ATTR_##ISA float rexp_##ISA(const float *x, float *y, int64_t n, float c) { \
-    v16f a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};                                        \
+    LANES_DECL(VT_##ISA);                                                               \
     int64_t i = 0;                                                                      \
-    LANES_LOOP(V_EXP_STORE_##ISA);                                                      \
+    for (; i + 64 <= n; i += 64) {                                                      \
+      EXP_BLOCK_##ISA(y + i, x + i, 64, c);                                             \
+      G_ACC(VT_##ISA, a0, V_Y, i);                                                      \
+      G_ACC(VT_##ISA, a1, V_Y, i + 16);                                                 \
+      G_ACC(VT_##ISA, a2, V_Y, i + 32);                                                 \
+      G_ACC(VT_##ISA, a3, V_Y, i + 48);                                                 \
+    }                                                                                   \
+    for (; i + 16 <= n; i += 16) {                                                      \
+      EXP_BLOCK_##ISA(y + i, x + i, 16, c);                                             \
+      G_ACC(VT_##ISA, a0, V_Y, i);                                                      \
+    }                                                                                   \
     float r = 0;                                                                        \
     for (; i < n; i++) {                                                                \
-      float e = pw_expf(x[i] - c);                                                      \
-      y[i] = e;                                                                         \
-      r += e;                                                                           \
+      float v = pw_expf(x[i] - c);                                                      \
+      y[i] = v;                                                                         \
+      r += v;                                                                           \
     }                                                                                   \
-    LANES_FOLD(a0, a1, a2, a3, r);                                                      \
+    LANES_FOLD(VT_##ISA, a0, a1, a2, a3, r);                                            \
     return r;                                                                           \
   }                                                                                     \
-  /* sum(exp(x - c)) without storing */                                                 \
+  /* sum(exp(x - c)) without storing (each block's exp in e) */                         \
   static HPU_ATTR_##ISA float rexpsum_##ISA(const float *x, int64_t n, float c) {       \
-    v16f a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};                                        \
+    LANES_DECL(VT_##ISA);                                                               \
+    float e[64];                                                                        \
     int64_t i = 0;                                                                      \
-    LANES_LOOP(V_EXP_##ISA);                                                            \
+    for (; i + 64 <= n; i += 64) {                                                      \
+      EXP_BLOCK_##ISA(e, x + i, 64, c);                                                 \
+      G_ACC(VT_##ISA, a0, V_E, i);                                                      \
+      G_ACC(VT_##ISA, a1, V_E, i + 16);                                                 \
+      G_ACC(VT_##ISA, a2, V_E, i + 32);                                                 \
+      G_ACC(VT_##ISA, a3, V_E, i + 48);                                                 \
+    }                                                                                   \
+    for (; i + 16 <= n; i += 16) {                                                      \
+      EXP_BLOCK_##ISA(e, x + i, 16, c);                                                 \
+      G_ACC(VT_##ISA, a0, V_E, i);                                                      \
+    }                                                                                   \
     float r = 0;                                                                        \
     for (; i < n; i++) r += pw_expf(x[i] - c);                                          \
-    LANES_FOLD(a0, a1, a2, a3, r);                                                      \
+    LANES_FOLD(VT_##ISA, a0, a1, a2, a3, r);                                            \
     return r;                                                                           \
   }                                                                                     \
   static HPU_ATTR_##ISA void rscale_##ISA(float *y, int64_t n, float a, float b) {      \
@@ -185,31 +206,31 @@ static void store_row(char *dst, const float *src, int64_t n, hpu_dtype_t dt) {
     for (int64_t i = 0; i < n; i++) y[i] = x[i] * a + b;                                \
   }                                                                                     \
   static HPU_ATTR_##ISA float rsum_##ISA(const float *x, int64_t n) {                   \
-    v16f a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};                                        \
+    LANES_DECL(VT_##ISA);                                                               \
     int64_t i = 0;                                                                      \
-    LANES_LOOP(V_X);                                                                    \
+    LANES_LOOP(VT_##ISA, V_X);                                                          \
     float r = 0;                                                                        \
     for (; i < n; i++) r += x[i];                                                       \
-    LANES_FOLD(a0, a1, a2, a3, r);                                                      \
+    LANES_FOLD(VT_##ISA, a0, a1, a2, a3, r);                                            \
     return r;                                                                           \
   }                                                                                     \
   /* sum((x - c)^2) */                                                                  \
   static HPU_ATTR_##ISA float rssd_##ISA(const float *x, int64_t n, float c) {          \
-    v16f a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};                                        \
+    LANES_DECL(VT_##ISA);                                                               \
     int64_t i = 0;                                                                      \
-    LANES_LOOP(V_SQDEV);                                                                \
+    LANES_LOOP(VT_##ISA, V_SQDEV);                                                      \
     float r = 0;                                                                        \
     for (; i < n; i++) r += (x[i] - c) * (x[i] - c);                                    \
-    LANES_FOLD(a0, a1, a2, a3, r);                                                      \
+    LANES_FOLD(VT_##ISA, a0, a1, a2, a3, r);                                            \
     return r;                                                                           \
   }                                                                                     \
   static HPU_ATTR_##ISA float rdot_##ISA(const float *x, const float *y, int64_t n) {   \
-    v16f a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};                                        \
+    LANES_DECL(VT_##ISA);                                                               \
     int64_t i = 0;                                                                      \
-    LANES_LOOP(V_XY);                                                                   \
+    LANES_LOOP(VT_##ISA, V_XY);                                                         \
     float r = 0;                                                                        \
     for (; i < n; i++) r += x[i] * y[i];                                                \
-    LANES_FOLD(a0, a1, a2, a3, r);                                                      \
+    LANES_FOLD(VT_##ISA, a0, a1, a2, a3, r);                                            \
     return r;                                                                           \
   }                                                                                     \
   /* y = (x - mean) * rstd * w + b */                                                   \
@@ -231,24 +252,27 @@ static void store_row(char *dst, const float *src, int64_t n, hpu_dtype_t dt) {
   static HPU_ATTR_##ISA void rlnb_##ISA(const float *dy, const float *x, const float *w, \
                                         float *dx, float *dg, float *db, int64_t n,     \
                                         float mean, float rstd, int want_dx) {          \
-    v16f a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};                                        \
-    v16f b0 = {0}, b1 = {0}, b2 = {0}, b3 = {0};                                        \
+    LANES_DECL(VT_##ISA);                                                               \
+    G_DECL(VT_##ISA, b0, 0);                                                            \
+    G_DECL(VT_##ISA, b1, 0);                                                            \
+    G_DECL(VT_##ISA, b2, 0);                                                            \
+    G_DECL(VT_##ISA, b3, 0);                                                            \
     int64_t i = 0;                                                                      \
     for (; i + 64 <= n; i += 64) {                                                      \
-      LNB_STEP(a0, b0, i);                                                              \
-      LNB_STEP(a1, b1, i + 16);                                                         \
-      LNB_STEP(a2, b2, i + 32);                                                         \
-      LNB_STEP(a3, b3, i + 48);                                                         \
+      LNB_STEP(VT_##ISA, a0, b0, i);                                                    \
+      LNB_STEP(VT_##ISA, a1, b1, i + 16);                                               \
+      LNB_STEP(VT_##ISA, a2, b2, i + 32);                                               \
+      LNB_STEP(VT_##ISA, a3, b3, i + 48);                                               \
     }                                                                                   \
-    for (; i + 16 <= n; i += 16) LNB_STEP(a0, b0, i);                                   \
+    for (; i + 16 <= n; i += 16) LNB_STEP(VT_##ISA, a0, b0, i);                         \
     float a = 0, b = 0;                                                                 \
     for (; i < n; i++) {                                                                \
       float xh = (x[i] - mean) * rstd, g = dy[i] * w[i];                                \
       a += g;                                                                           \
       b += g * xh;                                                                      \
     }                                                                                   \
-    LANES_FOLD(a0, a1, a2, a3, a);                                                      \
-    LANES_FOLD(b0, b1, b2, b3, b);                                                      \
+    LANES_FOLD(VT_##ISA, a0, a1, a2, a3, a);                                            \
+    LANES_FOLD(VT_##ISA, b0, b1, b2, b3, b);                                            \
     if (dg)                                                                             \
       for (i = 0; i < n; i++) dg[i] += dy[i] * ((x[i] - mean) * rstd);                  \
     if (db)                                                                             \

@@ -132,6 +132,10 @@ static void kept_offsets(const red_t *r, int64_t m, int64_t *in_off, int64_t *ou
 #define VSQ_ID(v) (v)
 #define VSQ_SQ(v) ((v) * (v))
 
+/* Adds VOPF of the 16 elements at p, loaded by VLD, into the lane group g. */
+#define SUM_ACC16(VT, g, VLD, VOPF, p) \
+  for (int gi_ = 0; gi_ < VNV(VT); gi_++) g[gi_] += VOPF(VLD(VT, (p) + gi_ * VW(VT)))
+
 /* Lane j of the 64 sums in block b = element b*4096 + 64i + j; the lanes
  * fold as j += j + 32, j += j + 16, j += j + 8, then the elements past the
  * last whole 64 and lanes 0..7 are added in order: the same order on every
@@ -144,25 +148,27 @@ static void kept_offsets(const red_t *r, int64_t m, int64_t *in_off, int64_t *ou
     for (int64_t b = 0; b < n; b += 4096) {                                     \
       int64_t m = n - b < 4096 ? n - b : 4096;                                  \
       const T *q = p + b;                                                       \
-      v16f a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};                              \
+      G_DECL(VT_##ISA, a0, 0);                                                  \
+      G_DECL(VT_##ISA, a1, 0);                                                  \
+      G_DECL(VT_##ISA, a2, 0);                                                  \
+      G_DECL(VT_##ISA, a3, 0);                                                  \
       int64_t i = 0;                                                            \
       for (; i + 64 <= m; i += 64) {                                            \
-        v16f x0 = VLD(q + i), x1 = VLD(q + i + 16);                             \
-        v16f x2 = VLD(q + i + 32), x3 = VLD(q + i + 48);                        \
-        a0 += VOPF(x0);                                                         \
-        a1 += VOPF(x1);                                                         \
-        a2 += VOPF(x2);                                                         \
-        a3 += VOPF(x3);                                                         \
+        SUM_ACC16(VT_##ISA, a0, VLD, VOPF, q + i);                              \
+        SUM_ACC16(VT_##ISA, a1, VLD, VOPF, q + i + 16);                         \
+        SUM_ACC16(VT_##ISA, a2, VLD, VOPF, q + i + 32);                         \
+        SUM_ACC16(VT_##ISA, a3, VLD, VOPF, q + i + 48);                         \
       }                                                                         \
       float t = 0;                                                              \
       for (; i < m; i++) {                                                      \
         float v = LD(q[i]);                                                     \
         t += OPF(v);                                                            \
       }                                                                         \
-      a0 += a2;                                                                 \
-      a1 += a3;                                                                 \
-      a0 += a1;                                                                 \
-      for (int j = 0; j < 8; j++) t += a0[j] + a0[j + 8];                       \
+      G_ADD(VT_##ISA, a0, a2);                                                  \
+      G_ADD(VT_##ISA, a1, a3);                                                  \
+      G_ADD(VT_##ISA, a0, a1);                                                  \
+      for (int j = 0; j < 8; j++)                                               \
+        t += G_LANE(VT_##ISA, a0, j) + G_LANE(VT_##ISA, a0, j + 8);             \
       total += t;                                                               \
     }                                                                           \
     return total;                                                               \
