@@ -23,14 +23,22 @@ bash scripts/test_dist.sh
 # Every Python test runs twice: in lazy mode (the default) and in eager mode.
 # Tests that pick a mode themselves (fixtures, subprocesses) do so either way.
 run_pytest() {
+  local mode=$1
+  shift
   set +e
-  env PT_HPU_LAZY_MODE="$1" python3 -m pytest tests/python -q
+  env PT_HPU_LAZY_MODE="$mode" python3 -m pytest -q "$@"
   local rc=$?
   set -e
   if [ $rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi
-  if [ $rc -ne 0 ]; then echo "pytest failed in PT_HPU_LAZY_MODE=$1"; exit $rc; fi
+  if [ $rc -ne 0 ]; then echo "pytest failed in PT_HPU_LAZY_MODE=$mode ($*)"; exit $rc; fi
 }
 echo "== Python tests, lazy mode (the default)"
-run_pytest 1
+run_pytest 1 tests/python
 echo "== Python tests, eager mode"
-run_pytest 0
+run_pytest 0 tests/python
+# The kernels pick AVX-512, AVX2 or portable clones at run time; the runs
+# above test the best one this CPU has. The op parity tests once more on the
+# AVX2 clones (the portable ones where the CPU lacks AVX2).
+echo "== Python op parity tests on the AVX2 kernel clones (HPU_KERNEL_ISA=avx2)"
+HPU_KERNEL_ISA=avx2 run_pytest 0 tests/python/test_ops.py tests/python/test_ops_nn.py \
+  tests/python/test_ops_pointwise.py tests/python/test_ops_extra.py
