@@ -19,6 +19,7 @@
 #include "kernels/isa.h"
 #include "kernels/kernels.h"
 #include "kernels/nn_util.h"
+#include "kernels/pw.h"
 #include "kernels/pw_math.h"
 #include "kernels/v16.h"
 
@@ -51,10 +52,10 @@
   } while (0)
 
 /* d[0..N) = e^(s[j] - c), the same bits on every ISA: exp16 on AVX-512;
- * elsewhere pw_expf in a loop GCC vectorises. N is a multiple of 16. */
-#define EXP_BLOCK_generic(d, s, N, c) \
-  for (int j_ = 0; j_ < (N); j_++) (d)[j_] = pw_expf((s)[j_] - (c))
-#define EXP_BLOCK_avx2 EXP_BLOCK_generic
+ * elsewhere pw_rowexp.c's loop (vectorised there, see why in that file).
+ * N is a multiple of 16. */
+#define EXP_BLOCK_generic hpu_pw_exp_row_generic
+#define EXP_BLOCK_avx2 hpu_pw_exp_row_avx2
 #define EXP_BLOCK_avx512(d, s, N, c)                                                  \
   for (int j_ = 0; j_ < (N); j_ += 16)                                                \
   _mm512_storeu_ps((d) + j_, exp16(_mm512_sub_ps(_mm512_loadu_ps((s) + j_), _mm512_set1_ps(c))))
