@@ -229,6 +229,77 @@ static double fast_sum(int which, hpu_dtype_t dt, const void *p, int64_t n) {
   return pick_sum(which, dt)(p, n);
 }
 
+/* Vectorised max / min over contiguous runs ------------------------------- */
+
+/* The largest (mx) or smallest element of n at p, and whether any is NaN
+ * (the result is then NaN, as PyTorch's). Four lane groups, as the sums;
+ * max and min are exact, so the order does not matter. */
+#define MINMAX_ACC16(VT, g, VLD, p)                                          \
+  for (int gi_ = 0; gi_ < VNV(VT); gi_++) {                                  \
+    VT x_ = VLD(VT, (p) + gi_ * VW(VT));                                     \
+    nanv |= (nanv_t)(x_ != x_);                                              \
+    g[gi_] = mx ? VMAX_GT(x_, g[gi_]) : VMIN_LT(x_, g[gi_]);                 \
+  }
+#define DEF_MINMAX(NAME, T, LD, VLD, VT, ISA)                                \
+  static HPU_ATTR_##ISA float NAME##_##ISA(const void *pv, int64_t n, int mx, \
+                                           int *nan) {                       \
+    const T *q = pv;                                                         \
+    float init = mx ? -INFINITY : INFINITY;                                  \
+    G_DECL(VT, a0, init);                                                    \
+    G_DECL(VT, a1, init);                                                    \
+    G_DECL(VT, a2, init);                                                    \
+    G_DECL(VT, a3, init);                                                    \
+    typedef int32_t nanv_t __attribute__((vector_size(sizeof(VT))));         \
+    nanv_t nanv = {0};                                                       \
+    int64_t i = 0;                                                           \
+    for (; i + 64 <= n; i += 64) {                                           \
+      MINMAX_ACC16(VT, a0, VLD, q + i);                                      \
+      MINMAX_ACC16(VT, a1, VLD, q + i + 16);                                 \
+      MINMAX_ACC16(VT, a2, VLD, q + i + 32);                                 \
+      MINMAX_ACC16(VT, a3, VLD, q + i + 48);                                 \
+    }                                                                        \
+    float r = init;                                                          \
+    int isnan_ = 0;                                                          \
+    for (; i < n; i++) {                                                     \
+      float v = LD(q[i]);                                                    \
+      isnan_ |= v != v;                                                      \
+      r = mx ? (v > r ? v : r) : (v < r ? v : r);                            \
+    }                                                                        \
+    for (int j = 0; j < 16; j++) {                                           \
+      float v0 = G_LANE(VT, a0, j), v1 = G_LANE(VT, a1, j);                  \
+      float v2 = G_LANE(VT, a2, j), v3 = G_LANE(VT, a3, j);                  \
+      r = mx ? (v0 > r ? v0 : r) : (v0 < r ? v0 : r);                        \
+      r = mx ? (v1 > r ? v1 : r) : (v1 < r ? v1 : r);                        \
+      r = mx ? (v2 > r ? v2 : r) : (v2 < r ? v2 : r);                        \
+      r = mx ? (v3 > r ? v3 : r) : (v3 < r ? v3 : r);                        \
+    }                                                                        \
+    for (int j = 0; j < VW(VT); j++) isnan_ |= nanv[j] != 0;                 \
+    *nan = isnan_;                                                           \
+    return r;                                                                \
+  }
+#define DEF_MINMAX_SET(ISA)                                                  \
+  DEF_MINMAX(minmax_f32, float, LD_F32, VLD_F32, VT_##ISA, ISA)              \
+  DEF_MINMAX(minmax_bf16, uint16_t, LD_BF16, VLD_BF16, VT_##ISA, ISA)
+
+DEF_MINMAX_SET(generic)
+#if HPU_HAVE_ISA_CLONES
+DEF_MINMAX_SET(avx2)
+DEF_MINMAX_SET(avx512)
+#endif
+
+static float fast_minmax(hpu_dtype_t dt, const void *p, int64_t n, int mx, int *nan) {
+  hpu_isa_t isa = hpu_kernels_isa();
+#if HPU_HAVE_ISA_CLONES
+  if (isa == HPU_ISA_AVX512)
+    return dt == HPU_FLOAT32 ? minmax_f32_avx512(p, n, mx, nan) : minmax_bf16_avx512(p, n, mx, nan);
+  if (isa == HPU_ISA_AVX2)
+    return dt == HPU_FLOAT32 ? minmax_f32_avx2(p, n, mx, nan) : minmax_bf16_avx2(p, n, mx, nan);
+#else
+  (void)isa;
+#endif
+  return dt == HPU_FLOAT32 ? minmax_f32_generic(p, n, mx, nan) : minmax_bf16_generic(p, n, mx, nan);
+}
+
 /* Accumulators --------------------------------------------------------------- */
 
 static void acc_init(const red_t *r, acc_t *a) {
@@ -309,6 +380,11 @@ static void acc_run(const red_t *r, acc_t *a, const char *p, int64_t st, int64_t
           int64_t v = hpu_load_i64(p + k * st, dt);
           if (mx ? v > a->i : v < a->i) a->i = v;
         }
+      } else if (contig) {
+        int nan = 0;
+        double v = fast_minmax(dt, p, n, mx, &nan);
+        a->nan |= nan;
+        if (mx ? v > a->s : v < a->s) a->s = v;
       } else {
         for (int64_t k = 0; k < n; k++) {
           double v = hpu_load_f64(p + k * st, dt);
@@ -409,11 +485,12 @@ static void finish(const red_t *r, const acc_t *a, const acc_t *mean, int64_t *o
 
 static int two_pass(const red_t *r) { return r->kind == HPU_REDUCE_VAR || r->kind == HPU_REDUCE_STD; }
 
-/* sum / mean of contiguous rows (the reduced dims form one contiguous run
- * per output): one loop pick per chunk instead of the general walk per row,
- * whose bookkeeping costs as much as summing a row of 1024. */
+/* sum / mean / amax / amin of contiguous rows (the reduced dims form one
+ * contiguous run per output): one loop pick per chunk instead of the general
+ * walk per row, whose bookkeeping costs as much as summing a row of 1024. */
 static int rows_fast(const red_t *r) {
-  return (r->kind == HPU_REDUCE_SUM || r->kind == HPU_REDUCE_MEAN) && !r->imode &&
+  return (r->kind == HPU_REDUCE_SUM || r->kind == HPU_REDUCE_MEAN || r->kind == HPU_REDUCE_AMAX ||
+          r->kind == HPU_REDUCE_AMIN) && !r->imode &&
          fast_dtype(r->dti) && r->nr == 1 && r->rin[0] == (int64_t)hpu_dtype_size(r->dti) &&
          r->nk <= 1;
 }
@@ -423,10 +500,19 @@ static int rows_fast(const red_t *r) {
  * read rows of 256-1024 floats at a third to half of torch's bandwidth on an
  * AMD EPYC (Zen 4), whose prefetcher does not follow two short streams. */
 static void reduce_rows_fast(const red_t *r, int64_t begin, int64_t end) {
-  sum_fn f = pick_sum(S_SUM, r->dti);
   int64_t kin = r->nk ? r->kin[0] : 0, kout = r->nk ? r->kout[0][0] : 0;
-  int mean = r->kind == HPU_REDUCE_MEAN;
   int64_t n = r->rsz[0];
+  if (r->kind == HPU_REDUCE_AMAX || r->kind == HPU_REDUCE_AMIN) {
+    int mx = r->kind == HPU_REDUCE_AMAX;
+    for (int64_t m = begin; m < end; m++) {
+      int nan = 0;
+      float v = n ? fast_minmax(r->dti, r->in + m * kin, n, mx, &nan) : (mx ? -INFINITY : INFINITY);
+      hpu_store_f64(r->out[0] + m * kout, r->dto[0], nan ? NAN : v);
+    }
+    return;
+  }
+  sum_fn f = pick_sum(S_SUM, r->dti);
+  int mean = r->kind == HPU_REDUCE_MEAN;
   for (int64_t m = begin; m < end; m++) {
     double v = f(r->in + m * kin, n);
     /* mean divides as finish() does (same result as the general path) */

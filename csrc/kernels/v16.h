@@ -78,6 +78,18 @@ typedef float vf4_t __attribute__((vector_size(16)));
     a_;                                      \
   })
 
+/* a < b ? a : b lane by lane (a NaN in a is passed over). */
+#define VMIN_LT(a, b)                        \
+  ({                                         \
+    __typeof__(b) a_ = (a), b_ = (b);        \
+    __typeof__(a_ < b_) m_ = a_ < b_, ai_, bi_; \
+    __builtin_memcpy(&ai_, &a_, sizeof ai_); \
+    __builtin_memcpy(&bi_, &b_, sizeof bi_); \
+    ai_ = (ai_ & m_) | (bi_ & ~m_);          \
+    __builtin_memcpy(&a_, &ai_, sizeof a_);  \
+    a_;                                      \
+  })
+
 /* Lane groups. V(VT, k) is the native vector of the elements k.. of the
  * caller's row; G_ACC adds the 16 elements from k into g. */
 #define G_DECL(VT, g, init)                                  \

@@ -165,6 +165,72 @@ static void test_row_sums_same_bits_every_isa(void) {
 /* Column sums of tall [rows, cols] planes (bias gradients): the row-group
  * path (rows >= 4096) and the column-block path match a double reference,
  * and 1, 2 and 3 threads give the same bits. */
+/* amax / amin over contiguous rows (the vectorised path) of float32 and
+ * bfloat16, lengths around the 64- and 16-lane blocks, on every ISA: the
+ * scalar answer, NaN wherever a row holds one (in the blocks or the tail),
+ * infinities kept. */
+static void test_row_minmax_every_isa(void) {
+  static const int64_t lens[] = {1, 15, 64, 65, 100, 1000};
+  enum { ROWS = 5 };
+  uint32_t seed = 4242;
+  for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+    int64_t L = lens[li];
+    float *x = malloc(sizeof(float) * ROWS * L);
+    uint16_t *xb = malloc(sizeof(uint16_t) * ROWS * L);
+    for (int64_t i = 0; i < ROWS * L; i++) {
+      seed = seed * 1664525u + 1013904223u;
+      x[i] = ((float)(seed >> 8) / 16777216.0f - 0.5f) * 100.0f;
+    }
+    /* row 1: a NaN early; row 2: a NaN last (the tail); row 3: +inf and
+     * -inf; row 4: all -inf */
+    x[1 * L] = NAN;
+    x[2 * L + L - 1] = NAN;
+    x[3 * L + L / 2] = INFINITY;
+    x[3 * L] = -INFINITY;
+    for (int64_t i = 0; i < L; i++) x[4 * L + i] = -INFINITY;
+    for (int64_t i = 0; i < ROWS * L; i++) {
+      uint32_t u;
+      memcpy(&u, &x[i], 4);
+      xb[i] = (uint16_t)(u >> 16); /* truncation keeps NaN, inf and order */
+      u &= 0xffff0000u;
+      memcpy(&x[i], &u, 4); /* x now holds the bf16 values exactly */
+    }
+    for (int dt = 0; dt < 2; dt++)
+      for (int mx = 0; mx < 2; mx++)
+        for (size_t k = 0; k < 3; k++) {
+          hpu_kernels_set_isa(isas[k]);
+          float out[ROWS];
+          hpu_node_t n = node(HPU_OP_REDUCE);
+          n.num_inputs = n.num_outputs = 1;
+          n.inputs[0] = dt ? T2(xb, HPU_BFLOAT16, ROWS, L) : T2(x, HPU_FLOAT32, ROWS, L);
+          n.outputs[0] = T2(out, HPU_FLOAT32, ROWS, 1);
+          n.params.nn.i[0] = mx ? HPU_REDUCE_AMAX : HPU_REDUCE_AMIN;
+          n.params.nn.i[1] = 2; /* dim 1 */
+          CU_ASSERT_EQUAL_FATAL(run(&n), HPU_SUCCESS);
+          for (int r = 0; r < ROWS; r++) {
+            float want = mx ? -INFINITY : INFINITY;
+            int nan = 0;
+            for (int64_t i = 0; i < L; i++) {
+              float v = x[r * L + i];
+              if (v != v) nan = 1;
+              else if (mx ? v > want : v < want) want = v;
+            }
+            if (nan) {
+              CU_ASSERT(isnan(out[r]));
+            } else {
+              if (out[r] != want)
+                fprintf(stderr, "\nL=%lld dt=%d max=%d isa=%d row=%d: %g != %g\n", (long long)L, dt, mx,
+                        (int)isas[k], r, out[r], want);
+              CU_ASSERT_EQUAL(out[r], want);
+            }
+          }
+        }
+    free(x);
+    free(xb);
+  }
+  hpu_kernels_set_isa(HPU_ISA_AVX512);
+}
+
 static void test_column_sums_any_thread_count(void) {
   static const int64_t shapes[][2] = {{5000, 300}, {4096, 1024}, {9000, 17}, {3000, 300}, {4100, 1500}};
   uint32_t seed = 777;
@@ -430,6 +496,7 @@ int main(void) {
   CU_add_test(s, "reductions of ranges", test_reduce_ranges);
   CU_add_test(s, "row sums: same bits on every ISA", test_row_sums_same_bits_every_isa);
   CU_add_test(s, "column sums: any thread count", test_column_sums_any_thread_count);
+  CU_add_test(s, "row max/min: every ISA, NaN and infinities", test_row_minmax_every_isa);
   CU_add_test(s, "argmax and cumsum", test_argmax_cumsum);
   CU_add_test(s, "softmax of equal values", test_softmax_equal);
   CU_add_test(s, "softmax rows: same bits on every ISA", test_softmax_rows_same_bits_every_isa);
