@@ -470,6 +470,32 @@ static void merge_sort(item_t *a, item_t *tmp, int64_t n, int desc, int ints) {
   }
 }
 
+/* The first k of a stable sort of the n items at p, without sorting them
+ * all (topk with k much smaller than n, as generation's top-k sampling asks):
+ * buf keeps the best k so far in order; an item enters only when it comes
+ * before the current last, after the equal ones already there, so the result
+ * is the stable sort's first k. A merge sort of every row of 1024 for
+ * topk(5) ran at 0.03 of torch. */
+static void select_first_k(item_t *buf, const char *p, int64_t s_in, hpu_dtype_t dt, int ints,
+                           int64_t n, int64_t k, int desc) {
+  int64_t cnt = 0;
+  for (int64_t j = 0; j < n; j++) {
+    item_t it;
+    it.i = j;
+    it.iv = 0;
+    it.v = 0;
+    if (ints) it.iv = hpu_load_i64(p + j * s_in, dt);
+    else it.v = hpu_load_f64(p + j * s_in, dt);
+    if (cnt == k && !before(&it, &buf[k - 1], desc, ints)) continue;
+    int64_t q = cnt < k ? cnt++ : k - 1;
+    while (q > 0 && before(&it, &buf[q - 1], desc, ints)) {
+      buf[q] = buf[q - 1];
+      q--;
+    }
+    buf[q] = it;
+  }
+}
+
 typedef struct {
   const hpu_node_t *node;
   walk_t w; /* in, values, indices */
@@ -491,13 +517,17 @@ static void sort_run(void *ctx, int64_t begin, int64_t end) {
   for (int64_t m = begin; m < end; m++) {
     int64_t off[3];
     walk_at(&c->w, m, 3, off);
-    for (int64_t j = 0; j < c->n; j++) {
-      const char *p = pi + off[0] + j * c->s_in;
-      buf[j].i = j;
-      if (ints) buf[j].iv = hpu_load_i64(p, dt);
-      else buf[j].v = hpu_load_f64(p, dt);
+    if (c->k * 8 <= c->n) {
+      select_first_k(buf, pi + off[0], c->s_in, dt, ints, c->n, c->k, c->desc);
+    } else {
+      for (int64_t j = 0; j < c->n; j++) {
+        const char *p = pi + off[0] + j * c->s_in;
+        buf[j].i = j;
+        if (ints) buf[j].iv = hpu_load_i64(p, dt);
+        else buf[j].v = hpu_load_f64(p, dt);
+      }
+      merge_sort(buf, buf + c->n, c->n, c->desc, ints);
     }
-    merge_sort(buf, buf + c->n, c->n, c->desc, ints);
     for (int64_t j = 0; j < c->k; j++) {
       copy_elem(pv + off[1] + j * c->s_val, pi + off[0] + buf[j].i * c->s_in, es);
       *(int64_t *)(px + off[2] + j * c->s_idx) = buf[j].i;

@@ -590,6 +590,25 @@ def test_sort_topk(dtype, dim):
         torch.testing.assert_close(torch.gather(xf, dim, gi.cpu()), ev)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64])
+@pytest.mark.parametrize("dim", [0, -1])
+def test_topk_long_rows(dtype, dim):
+    """k much smaller than the row (the selection path): values as the CPU's,
+    indices those of a stable sort's first k (ties in index order), NaN as
+    the largest value."""
+    x = make((4, 1000), dtype, lo=-50, hi=50)  # ties in every row
+    if dtype.is_floating_point:
+        x[1, 17] = float("nan")
+        x[2, 999] = float("nan")
+    x = x if dim == -1 else x.t().contiguous()
+    for largest in [True, False]:
+        gv, gi = torch.topk(x.to("hpu"), 5, dim=dim, largest=largest)
+        ev, _ = torch.topk(x, 5, dim=dim, largest=largest)
+        assert_close_to_cpu(gv, ev, equal_nan=True)
+        sv, si = torch.sort(x, dim=dim, descending=largest, stable=True)
+        assert_close_to_cpu(gi, si.narrow(dim, 0, 5))
+
+
 def test_sort_nan():
     x = torch.tensor([3.0, float("nan"), -1.0, 2.0, float("nan")])
     for desc in [False, True]:
