@@ -10,7 +10,8 @@ torch.hpu.synchronize(), so they include the queued work.
 
 "speed" below is t_cpu / t_hpu (> 1: the hpu is faster). Targets:
   matmul fp32/bf16, 256..2048 + a transposed operand: speed >= 1.0 (= GFLOP/s ratio)
-  elementwise, softmax, layer_norm, gelu, sum/mean(-1), 1M..64M elems: speed >= 1.0
+  elementwise, softmax, layer_norm, gelu, reductions (sum/mean/amax/argmax/var/
+  logsumexp over rows, sum over columns), topk, 1M..64M elems: speed >= 1.0
   per-op host overhead (loop of tiny adds, one synchronize): hpu/cpu time <= 1.5
   BERT training step, GPT2 greedy generation: hpu/cpu time <= 1.0
 
@@ -334,6 +335,13 @@ def bench_nn(args, info):
         ("mean(-1) rows of 1024", lambda x: x.mean(-1), lambda n: randn2(n, 1), red),
         # columns: a bias gradient's reduction ([rows, 1024].sum(0))
         ("sum(0) columns of 1024", lambda x: x.sum(0), lambda n: randn2(n, 1), dict(rtol=1e-4, atol=1e-3)),
+        # the other reductions the models use (issue 3 lists max, argmax, var,
+        # logsumexp), and top-k as generation uses it
+        ("amax(-1) rows of 1024", lambda x: x.amax(-1), lambda n: randn2(n, 1), dict(rtol=0, atol=0)),
+        ("argmax(-1) rows of 1024", lambda x: x.argmax(-1), lambda n: randn2(n, 1), dict(rtol=0, atol=0)),
+        ("var(-1) rows of 1024", lambda x: x.var(-1), lambda n: randn2(n, 1), red),
+        ("logsumexp(-1) rows of 1024", lambda x: x.logsumexp(-1), lambda n: randn2(n, 1), dict(rtol=1e-5, atol=1e-5)),
+        ("topk(5, -1) rows of 1024", lambda x: x.topk(5, -1).values, lambda n: randn2(n, 1), dict(rtol=0, atol=0)),
     ]
     run_unary_cases("nn", args, cases)
 
