@@ -29,20 +29,34 @@
  * goes to a(j/16), the 16-element blocks after the last whole 64 to a0, the
  * rest to a scalar. LANES_FOLD adds a2 into a0 and a3 into a1, then a1 into
  * a0, then a0's lanes in order into the scalar: the same order on every
- * ISA. V(VT, k) is the native vector of the elements k.. of the row. */
-#define LANES_DECL(VT)  \
-  G_DECL(VT, a0, 0);    \
-  G_DECL(VT, a1, 0);    \
-  G_DECL(VT, a2, 0);    \
-  G_DECL(VT, a3, 0)
-#define LANES_LOOP(VT, V)            \
-  for (; i + 64 <= n; i += 64) {     \
-    G_ACC(VT, a0, V, i);             \
-    G_ACC(VT, a1, V, i + 16);        \
-    G_ACC(VT, a2, V, i + 32);        \
-    G_ACC(VT, a3, V, i + 48);        \
-  }                                  \
-  for (; i + 16 <= n; i += 16) G_ACC(VT, a0, V, i)
+ * ISA. V(VT, k) is the native vector of the elements k.. of the row.
+ * LANES_DECL declares a lane group's four accumulators a##0..a##3. */
+#define LANES_DECL(VT, a, init) \
+  G_DECL(VT, a##0, init);       \
+  G_DECL(VT, a##1, init);       \
+  G_DECL(VT, a##2, init);       \
+  G_DECL(VT, a##3, init)
+/* STEP(VT, j, k) for lane group j = 0..3 of the block of 64 from k (its
+ * elements k + 16 j..), and LANE_BLOCKS over the row: the blocks of 64,
+ * then the blocks of 16 into group 0. The steps name their groups a##j,
+ * m##j, b##j. */
+#define GROUPS64(VT, STEP, k) \
+  STEP(VT, 0, k);             \
+  STEP(VT, 1, (k) + 16);      \
+  STEP(VT, 2, (k) + 32);      \
+  STEP(VT, 3, (k) + 48)
+#define LANE_BLOCKS(VT, STEP)                                 \
+  for (; i + 64 <= n; i += 64) {                              \
+    GROUPS64(VT, STEP, i);                                    \
+  }                                                           \
+  for (; i + 16 <= n; i += 16) STEP(VT, 0, i)
+#define ADD_X(VT, j, k) G_ACC(VT, a##j, V_X, k)
+#define ADD_Y(VT, j, k) G_ACC(VT, a##j, V_Y, k)
+#define ADD_E(VT, j, k) G_ACC(VT, a##j, V_E, k)
+#define ADD_XY(VT, j, k) G_ACC(VT, a##j, V_XY, k)
+#define ADD_SQDEV(VT, j, k) G_ACC(VT, a##j, V_SQDEV, k)
+#define MAX_X(VT, j, k) G_MAX(VT, m##j, V_X, k)
+#define LNB(VT, j, k) LNB_STEP(VT, a##j, b##j, k)
 #define LANES_FOLD(VT, a0, a1, a2, a3, r)                         \
   do {                                                            \
     G_ADD(VT, a0, a2);                                            \
@@ -60,7 +74,7 @@
   for (int j_ = 0; j_ < (N); j_ += 16)                                                \
   _mm512_storeu_ps((d) + j_, exp16(_mm512_sub_ps(_mm512_loadu_ps((s) + j_), _mm512_set1_ps(c))))
 
-/* The vectors LANES_LOOP adds (over the row function's x, y, e and c). */
+/* The vectors the steps add (over the row function's x, y, e and c). */
 #define V_X(VT, k) VLD_F32(VT, x + (k))
 #define V_Y(VT, k) VLD_F32(VT, y + (k))
 #define V_XY(VT, k) (VLD_F32(VT, x + (k)) * VLD_F32(VT, y + (k)))
@@ -131,18 +145,9 @@ static void store_row(char *dst, const float *src, int64_t n, hpu_dtype_t dt) {
 
 #define DEF_ROWS(ISA)                                                                   \
   static HPU_ATTR_##ISA float rmax_##ISA(const float *x, int64_t n) {                   \
-    G_DECL(VT_##ISA, m0, -INFINITY);                                                    \
-    G_DECL(VT_##ISA, m1, -INFINITY);                                                    \
-    G_DECL(VT_##ISA, m2, -INFINITY);                                                    \
-    G_DECL(VT_##ISA, m3, -INFINITY);                                                    \
+    LANES_DECL(VT_##ISA, m, -INFINITY);                                                 \
     int64_t i = 0;                                                                      \
-    for (; i + 64 <= n; i += 64) {                                                      \
-      G_MAX(VT_##ISA, m0, V_X, i);                                                      \
-      G_MAX(VT_##ISA, m1, V_X, i + 16);                                                 \
-      G_MAX(VT_##ISA, m2, V_X, i + 32);                                                 \
-      G_MAX(VT_##ISA, m3, V_X, i + 48);                                                 \
-    }                                                                                   \
-    for (; i + 16 <= n; i += 16) G_MAX(VT_##ISA, m0, V_X, i);                           \
+    LANE_BLOCKS(VT_##ISA, MAX_X);                                                       \
     float r = -INFINITY;                                                                \
     for (; i < n; i++) r = x[i] > r ? x[i] : r;                                         \
     G_MAXG(VT_##ISA, m0, m2);                                                           \
@@ -156,18 +161,15 @@ static void store_row(char *dst, const float *src, int64_t n, hpu_dtype_t dt) {
   }                                                                                     \
   /* y = exp(x - c); returns sum(y) */                                                  \
   static HPU_ATTR_##ISA float rexp_##ISA(const float *x, float *y, int64_t n, float c) { \
-    LANES_DECL(VT_##ISA);                                                               \
+    LANES_DECL(VT_##ISA, a, 0);                                                         \
     int64_t i = 0;                                                                      \
     for (; i + 64 <= n; i += 64) {                                                      \
       EXP_BLOCK_##ISA(y + i, x + i, 64, c);                                             \
-      G_ACC(VT_##ISA, a0, V_Y, i);                                                      \
-      G_ACC(VT_##ISA, a1, V_Y, i + 16);                                                 \
-      G_ACC(VT_##ISA, a2, V_Y, i + 32);                                                 \
-      G_ACC(VT_##ISA, a3, V_Y, i + 48);                                                 \
+      GROUPS64(VT_##ISA, ADD_Y, i);                                                     \
     }                                                                                   \
     for (; i + 16 <= n; i += 16) {                                                      \
       EXP_BLOCK_##ISA(y + i, x + i, 16, c);                                             \
-      G_ACC(VT_##ISA, a0, V_Y, i);                                                      \
+      ADD_Y(VT_##ISA, 0, i);                                                            \
     }                                                                                   \
     float r = 0;                                                                        \
     for (; i < n; i++) {                                                                \
@@ -180,19 +182,16 @@ static void store_row(char *dst, const float *src, int64_t n, hpu_dtype_t dt) {
   }                                                                                     \
   /* sum(exp(x - c)) without storing (each block's exp in e) */                         \
   static HPU_ATTR_##ISA float rexpsum_##ISA(const float *x, int64_t n, float c) {       \
-    LANES_DECL(VT_##ISA);                                                               \
+    LANES_DECL(VT_##ISA, a, 0);                                                         \
     float e[64];                                                                        \
     int64_t i = 0;                                                                      \
     for (; i + 64 <= n; i += 64) {                                                      \
       EXP_BLOCK_##ISA(e, x + i, 64, c);                                                 \
-      G_ACC(VT_##ISA, a0, V_E, i);                                                      \
-      G_ACC(VT_##ISA, a1, V_E, i + 16);                                                 \
-      G_ACC(VT_##ISA, a2, V_E, i + 32);                                                 \
-      G_ACC(VT_##ISA, a3, V_E, i + 48);                                                 \
+      GROUPS64(VT_##ISA, ADD_E, i);                                                     \
     }                                                                                   \
     for (; i + 16 <= n; i += 16) {                                                      \
       EXP_BLOCK_##ISA(e, x + i, 16, c);                                                 \
-      G_ACC(VT_##ISA, a0, V_E, i);                                                      \
+      ADD_E(VT_##ISA, 0, i);                                                            \
     }                                                                                   \
     float r = 0;                                                                        \
     for (; i < n; i++) r += pw_expf(x[i] - c);                                          \
@@ -207,9 +206,9 @@ static void store_row(char *dst, const float *src, int64_t n, hpu_dtype_t dt) {
     for (int64_t i = 0; i < n; i++) y[i] = x[i] * a + b;                                \
   }                                                                                     \
   static HPU_ATTR_##ISA float rsum_##ISA(const float *x, int64_t n) {                   \
-    LANES_DECL(VT_##ISA);                                                               \
+    LANES_DECL(VT_##ISA, a, 0);                                                         \
     int64_t i = 0;                                                                      \
-    LANES_LOOP(VT_##ISA, V_X);                                                          \
+    LANE_BLOCKS(VT_##ISA, ADD_X);                                                       \
     float r = 0;                                                                        \
     for (; i < n; i++) r += x[i];                                                       \
     LANES_FOLD(VT_##ISA, a0, a1, a2, a3, r);                                            \
@@ -217,18 +216,18 @@ static void store_row(char *dst, const float *src, int64_t n, hpu_dtype_t dt) {
   }                                                                                     \
   /* sum((x - c)^2) */                                                                  \
   static HPU_ATTR_##ISA float rssd_##ISA(const float *x, int64_t n, float c) {          \
-    LANES_DECL(VT_##ISA);                                                               \
+    LANES_DECL(VT_##ISA, a, 0);                                                         \
     int64_t i = 0;                                                                      \
-    LANES_LOOP(VT_##ISA, V_SQDEV);                                                      \
+    LANE_BLOCKS(VT_##ISA, ADD_SQDEV);                                                   \
     float r = 0;                                                                        \
     for (; i < n; i++) r += (x[i] - c) * (x[i] - c);                                    \
     LANES_FOLD(VT_##ISA, a0, a1, a2, a3, r);                                            \
     return r;                                                                           \
   }                                                                                     \
   static HPU_ATTR_##ISA float rdot_##ISA(const float *x, const float *y, int64_t n) {   \
-    LANES_DECL(VT_##ISA);                                                               \
+    LANES_DECL(VT_##ISA, a, 0);                                                         \
     int64_t i = 0;                                                                      \
-    LANES_LOOP(VT_##ISA, V_XY);                                                         \
+    LANE_BLOCKS(VT_##ISA, ADD_XY);                                                      \
     float r = 0;                                                                        \
     for (; i < n; i++) r += x[i] * y[i];                                                \
     LANES_FOLD(VT_##ISA, a0, a1, a2, a3, r);                                            \
@@ -253,19 +252,10 @@ static void store_row(char *dst, const float *src, int64_t n, hpu_dtype_t dt) {
   static HPU_ATTR_##ISA void rlnb_##ISA(const float *dy, const float *x, const float *w, \
                                         float *dx, float *dg, float *db, int64_t n,     \
                                         float mean, float rstd, int want_dx) {          \
-    LANES_DECL(VT_##ISA);                                                               \
-    G_DECL(VT_##ISA, b0, 0);                                                            \
-    G_DECL(VT_##ISA, b1, 0);                                                            \
-    G_DECL(VT_##ISA, b2, 0);                                                            \
-    G_DECL(VT_##ISA, b3, 0);                                                            \
+    LANES_DECL(VT_##ISA, a, 0);                                                         \
+    LANES_DECL(VT_##ISA, b, 0);                                                         \
     int64_t i = 0;                                                                      \
-    for (; i + 64 <= n; i += 64) {                                                      \
-      LNB_STEP(VT_##ISA, a0, b0, i);                                                    \
-      LNB_STEP(VT_##ISA, a1, b1, i + 16);                                               \
-      LNB_STEP(VT_##ISA, a2, b2, i + 32);                                               \
-      LNB_STEP(VT_##ISA, a3, b3, i + 48);                                               \
-    }                                                                                   \
-    for (; i + 16 <= n; i += 16) LNB_STEP(VT_##ISA, a0, b0, i);                         \
+    LANE_BLOCKS(VT_##ISA, LNB);                                                         \
     float a = 0, b = 0;                                                                 \
     for (; i < n; i++) {                                                                \
       float xh = (x[i] - mean) * rstd, g = dy[i] * w[i];                                \

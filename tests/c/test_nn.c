@@ -95,6 +95,30 @@ static void test_reduce_ranges(void) {
 /* The documented order of a contiguous float sum (nn_reduce.c): 64 float
  * lanes per block of 4096, folded j += j+32, j += j+16, j += j+8, then the
  * tail and lanes 0..7 in order, each block's total added into a double. */
+/* bf16 by truncation (keeps NaN, infinities and order): xb the bf16 bits,
+ * xbf the same values as floats (may be x itself). */
+static void to_bf16(const float *x, uint16_t *xb, float *xbf, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    uint32_t u;
+    memcpy(&u, &x[i], 4);
+    xb[i] = (uint16_t)(u >> 16);
+    u &= 0xffff0000u;
+    memcpy(&xbf[i], &u, 4);
+  }
+}
+
+/* A reduction of kind over dim 1 of a [rows, L] input into [rows, 1]. */
+static hpu_node_t row_reduce(void *x, hpu_dtype_t dt, int64_t rows, int64_t L, void *out,
+                             hpu_dtype_t odt, int kind) {
+  hpu_node_t n = node(HPU_OP_REDUCE);
+  n.num_inputs = n.num_outputs = 1;
+  n.inputs[0] = T2(x, dt, rows, L);
+  n.outputs[0] = T2(out, odt, rows, 1);
+  n.params.nn.i[0] = kind;
+  n.params.nn.i[1] = 2; /* dim 1 */
+  return n;
+}
+
 static double ordered_sum(const float *x, int64_t n, int absval) {
   double total = 0;
   for (int64_t b = 0; b < n; b += 4096) {
@@ -128,23 +152,15 @@ static void test_row_sums_same_bits_every_isa(void) {
     for (int64_t i = 0; i < ROWS * L; i++) {
       seed = seed * 1664525u + 1013904223u;
       x[i] = ((float)(seed >> 8) / 16777216.0f - 0.5f) * 7.0f;
-      uint32_t u;
-      memcpy(&u, &x[i], 4);
-      xb[i] = (uint16_t)(u >> 16);
-      u &= 0xffff0000u;
-      memcpy(&xbf[i], &u, 4);
     }
+    to_bf16(x, xb, xbf, ROWS * L);
     for (int dt = 0; dt < 2; dt++)
       for (int absval = 0; absval < 2; absval++)
         for (size_t k = 0; k < 3; k++) {
           hpu_kernels_set_isa(isas[k]);
           double out[ROWS];
-          hpu_node_t n = node(HPU_OP_REDUCE);
-          n.num_inputs = n.num_outputs = 1;
-          n.inputs[0] = dt ? T2(xb, HPU_BFLOAT16, ROWS, L) : T2(x, HPU_FLOAT32, ROWS, L);
-          n.outputs[0] = T2(out, HPU_FLOAT64, ROWS, 1);
-          n.params.nn.i[0] = absval ? HPU_REDUCE_NORM : HPU_REDUCE_SUM;
-          n.params.nn.i[1] = 2; /* dim 1 */
+          hpu_node_t n = row_reduce(dt ? (void *)xb : (void *)x, dt ? HPU_BFLOAT16 : HPU_FLOAT32, ROWS,
+                                    L, out, HPU_FLOAT64, absval ? HPU_REDUCE_NORM : HPU_REDUCE_SUM);
           n.params.nn.s[0] = hpu_scalar_float(1);
           CU_ASSERT_EQUAL_FATAL(run(&n), HPU_SUCCESS);
           for (int r = 0; r < ROWS; r++) {
@@ -188,24 +204,14 @@ static void test_row_minmax_every_isa(void) {
     x[3 * L + L / 2] = INFINITY;
     x[3 * L] = -INFINITY;
     for (int64_t i = 0; i < L; i++) x[4 * L + i] = -INFINITY;
-    for (int64_t i = 0; i < ROWS * L; i++) {
-      uint32_t u;
-      memcpy(&u, &x[i], 4);
-      xb[i] = (uint16_t)(u >> 16); /* truncation keeps NaN, inf and order */
-      u &= 0xffff0000u;
-      memcpy(&x[i], &u, 4); /* x now holds the bf16 values exactly */
-    }
+    to_bf16(x, xb, x, ROWS * L); /* x now holds the bf16 values exactly */
     for (int dt = 0; dt < 2; dt++)
       for (int mx = 0; mx < 2; mx++)
         for (size_t k = 0; k < 3; k++) {
           hpu_kernels_set_isa(isas[k]);
           float out[ROWS];
-          hpu_node_t n = node(HPU_OP_REDUCE);
-          n.num_inputs = n.num_outputs = 1;
-          n.inputs[0] = dt ? T2(xb, HPU_BFLOAT16, ROWS, L) : T2(x, HPU_FLOAT32, ROWS, L);
-          n.outputs[0] = T2(out, HPU_FLOAT32, ROWS, 1);
-          n.params.nn.i[0] = mx ? HPU_REDUCE_AMAX : HPU_REDUCE_AMIN;
-          n.params.nn.i[1] = 2; /* dim 1 */
+          hpu_node_t n = row_reduce(dt ? (void *)xb : (void *)x, dt ? HPU_BFLOAT16 : HPU_FLOAT32, ROWS,
+                                    L, out, HPU_FLOAT32, mx ? HPU_REDUCE_AMAX : HPU_REDUCE_AMIN);
           CU_ASSERT_EQUAL_FATAL(run(&n), HPU_SUCCESS);
           for (int r = 0; r < ROWS; r++) {
             float want = mx ? -INFINITY : INFINITY;
