@@ -470,6 +470,14 @@ static void merge_sort(item_t *a, item_t *tmp, int64_t n, int desc, int ints) {
   }
 }
 
+/* Item j of a row at p (element stride s_in). */
+static inline item_t load_item(const char *p, int64_t j, int64_t s_in, hpu_dtype_t dt, int ints) {
+  item_t it = {0, 0, j};
+  if (ints) it.iv = hpu_load_i64(p + j * s_in, dt);
+  else it.v = hpu_load_f64(p + j * s_in, dt);
+  return it;
+}
+
 /* The first k of a stable sort of the n items at p, without sorting them
  * all (topk with k much smaller than n, as generation's top-k sampling asks):
  * buf keeps the best k so far in order; an item enters only when it comes
@@ -480,12 +488,7 @@ static void select_first_k(item_t *buf, const char *p, int64_t s_in, hpu_dtype_t
                            int64_t n, int64_t k, int desc) {
   int64_t cnt = 0;
   for (int64_t j = 0; j < n; j++) {
-    item_t it;
-    it.i = j;
-    it.iv = 0;
-    it.v = 0;
-    if (ints) it.iv = hpu_load_i64(p + j * s_in, dt);
-    else it.v = hpu_load_f64(p + j * s_in, dt);
+    item_t it = load_item(p, j, s_in, dt, ints);
     if (cnt == k && !before(&it, &buf[k - 1], desc, ints)) continue;
     int64_t q = cnt < k ? cnt++ : k - 1;
     while (q > 0 && before(&it, &buf[q - 1], desc, ints)) {
@@ -520,12 +523,7 @@ static void sort_run(void *ctx, int64_t begin, int64_t end) {
     if (c->k * 8 <= c->n) {
       select_first_k(buf, pi + off[0], c->s_in, dt, ints, c->n, c->k, c->desc);
     } else {
-      for (int64_t j = 0; j < c->n; j++) {
-        const char *p = pi + off[0] + j * c->s_in;
-        buf[j].i = j;
-        if (ints) buf[j].iv = hpu_load_i64(p, dt);
-        else buf[j].v = hpu_load_f64(p, dt);
-      }
+      for (int64_t j = 0; j < c->n; j++) buf[j] = load_item(pi + off[0], j, c->s_in, dt, ints);
       merge_sort(buf, buf + c->n, c->n, c->desc, ints);
     }
     for (int64_t j = 0; j < c->k; j++) {

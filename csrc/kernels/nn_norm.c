@@ -29,13 +29,7 @@
  * goes to a(j/16), the 16-element blocks after the last whole 64 to a0, the
  * rest to a scalar. LANES_FOLD adds a2 into a0 and a3 into a1, then a1 into
  * a0, then a0's lanes in order into the scalar: the same order on every
- * ISA. V(VT, k) is the native vector of the elements k.. of the row.
- * LANES_DECL declares a lane group's four accumulators a##0..a##3. */
-#define LANES_DECL(VT, a, init) \
-  G_DECL(VT, a##0, init);       \
-  G_DECL(VT, a##1, init);       \
-  G_DECL(VT, a##2, init);       \
-  G_DECL(VT, a##3, init)
+ * ISA. V(VT, k) is the native vector of the elements k.. of the row. */
 /* STEP(VT, j, k) for lane group j = 0..3 of the block of 64 from k (its
  * elements k + 16 j..), and LANE_BLOCKS over the row: the blocks of 64,
  * then the blocks of 16 into group 0. The steps name their groups a##j,
@@ -145,7 +139,7 @@ static void store_row(char *dst, const float *src, int64_t n, hpu_dtype_t dt) {
 
 #define DEF_ROWS(ISA)                                                                   \
   static HPU_ATTR_##ISA float rmax_##ISA(const float *x, int64_t n) {                   \
-    LANES_DECL(VT_##ISA, m, -INFINITY);                                                 \
+    G_DECL4(VT_##ISA, m, -INFINITY);                                                    \
     int64_t i = 0;                                                                      \
     LANE_BLOCKS(VT_##ISA, MAX_X);                                                       \
     float r = -INFINITY;                                                                \
@@ -161,7 +155,7 @@ static void store_row(char *dst, const float *src, int64_t n, hpu_dtype_t dt) {
   }                                                                                     \
   /* y = exp(x - c); returns sum(y) */                                                  \
   static HPU_ATTR_##ISA float rexp_##ISA(const float *x, float *y, int64_t n, float c) { \
-    LANES_DECL(VT_##ISA, a, 0);                                                         \
+    G_DECL4(VT_##ISA, a, 0);                                                            \
     int64_t i = 0;                                                                      \
     for (; i + 64 <= n; i += 64) {                                                      \
       EXP_BLOCK_##ISA(y + i, x + i, 64, c);                                             \
@@ -182,7 +176,7 @@ static void store_row(char *dst, const float *src, int64_t n, hpu_dtype_t dt) {
   }                                                                                     \
   /* sum(exp(x - c)) without storing (each block's exp in e) */                         \
   static HPU_ATTR_##ISA float rexpsum_##ISA(const float *x, int64_t n, float c) {       \
-    LANES_DECL(VT_##ISA, a, 0);                                                         \
+    G_DECL4(VT_##ISA, a, 0);                                                            \
     float e[64];                                                                        \
     int64_t i = 0;                                                                      \
     for (; i + 64 <= n; i += 64) {                                                      \
@@ -206,7 +200,7 @@ static void store_row(char *dst, const float *src, int64_t n, hpu_dtype_t dt) {
     for (int64_t i = 0; i < n; i++) y[i] = x[i] * a + b;                                \
   }                                                                                     \
   static HPU_ATTR_##ISA float rsum_##ISA(const float *x, int64_t n) {                   \
-    LANES_DECL(VT_##ISA, a, 0);                                                         \
+    G_DECL4(VT_##ISA, a, 0);                                                            \
     int64_t i = 0;                                                                      \
     LANE_BLOCKS(VT_##ISA, ADD_X);                                                       \
     float r = 0;                                                                        \
@@ -216,7 +210,7 @@ static void store_row(char *dst, const float *src, int64_t n, hpu_dtype_t dt) {
   }                                                                                     \
   /* sum((x - c)^2) */                                                                  \
   static HPU_ATTR_##ISA float rssd_##ISA(const float *x, int64_t n, float c) {          \
-    LANES_DECL(VT_##ISA, a, 0);                                                         \
+    G_DECL4(VT_##ISA, a, 0);                                                            \
     int64_t i = 0;                                                                      \
     LANE_BLOCKS(VT_##ISA, ADD_SQDEV);                                                   \
     float r = 0;                                                                        \
@@ -225,7 +219,7 @@ static void store_row(char *dst, const float *src, int64_t n, hpu_dtype_t dt) {
     return r;                                                                           \
   }                                                                                     \
   static HPU_ATTR_##ISA float rdot_##ISA(const float *x, const float *y, int64_t n) {   \
-    LANES_DECL(VT_##ISA, a, 0);                                                         \
+    G_DECL4(VT_##ISA, a, 0);                                                            \
     int64_t i = 0;                                                                      \
     LANE_BLOCKS(VT_##ISA, ADD_XY);                                                      \
     float r = 0;                                                                        \
@@ -252,8 +246,8 @@ static void store_row(char *dst, const float *src, int64_t n, hpu_dtype_t dt) {
   static HPU_ATTR_##ISA void rlnb_##ISA(const float *dy, const float *x, const float *w, \
                                         float *dx, float *dg, float *db, int64_t n,     \
                                         float mean, float rstd, int want_dx) {          \
-    LANES_DECL(VT_##ISA, a, 0);                                                         \
-    LANES_DECL(VT_##ISA, b, 0);                                                         \
+    G_DECL4(VT_##ISA, a, 0);                                                            \
+    G_DECL4(VT_##ISA, b, 0);                                                            \
     int64_t i = 0;                                                                      \
     LANE_BLOCKS(VT_##ISA, LNB);                                                         \
     float a = 0, b = 0;                                                                 \

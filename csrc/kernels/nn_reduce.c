@@ -160,10 +160,7 @@ static void kept_offsets(const red_t *r, int64_t m, int64_t *in_off, int64_t *ou
     for (int64_t b = 0; b < n; b += 4096) {                                     \
       int64_t m = n - b < 4096 ? n - b : 4096;                                  \
       const T *q = p + b;                                                       \
-      G_DECL(VT, a0, 0);                                                        \
-      G_DECL(VT, a1, 0);                                                        \
-      G_DECL(VT, a2, 0);                                                        \
-      G_DECL(VT, a3, 0);                                                        \
+      G_DECL4(VT, a, 0);                                                        \
       int64_t i = 0;                                                            \
       for (; i + 64 <= m; i += 64) {                                            \
         SUM_ACC16(VT, a0, VLD, VOPF, q + i);                                    \
@@ -245,10 +242,7 @@ static double fast_sum(int which, hpu_dtype_t dt, const void *p, int64_t n) {
                                            int *nan) {                       \
     const T *q = pv;                                                         \
     float init = mx ? -INFINITY : INFINITY;                                  \
-    G_DECL(VT, a0, init);                                                    \
-    G_DECL(VT, a1, init);                                                    \
-    G_DECL(VT, a2, init);                                                    \
-    G_DECL(VT, a3, init);                                                    \
+    G_DECL4(VT, a, init);                                                    \
     typedef int32_t nanv_t __attribute__((vector_size(sizeof(VT))));         \
     nanv_t nanv = {0};                                                       \
     int64_t i = 0;                                                           \

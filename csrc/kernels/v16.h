@@ -65,29 +65,30 @@ typedef float vf4_t __attribute__((vector_size(16)));
     __builtin_memcpy(&x_, &u_, sizeof x_); \
     x_;                                    \
   })
-/* a > b ? a : b lane by lane (a NaN in a is passed over, as the scalar
- * form does); one compare and one blend. */
-#define VMAX_GT(a, b)                        \
-  ({                                         \
-    __typeof__(b) a_ = (a), b_ = (b);        \
-    __typeof__(a_ > b_) m_ = a_ > b_, ai_, bi_; \
-    __builtin_memcpy(&ai_, &a_, sizeof ai_); \
-    __builtin_memcpy(&bi_, &b_, sizeof bi_); \
-    ai_ = (ai_ & m_) | (bi_ & ~m_);          \
-    __builtin_memcpy(&a_, &ai_, sizeof a_);  \
-    a_;                                      \
+/* m ? a : b lane by lane, m a vector comparison of a and b's type (a
+ * blend through the integer lanes: C has no vector ?:). */
+#define VSEL(m, a, b)                                        \
+  ({                                                         \
+    __typeof__(b) vsel_a_ = (a), vsel_b_ = (b);              \
+    __typeof__(m) vsel_m_ = (m), vsel_ai_, vsel_bi_;         \
+    __builtin_memcpy(&vsel_ai_, &vsel_a_, sizeof vsel_ai_);  \
+    __builtin_memcpy(&vsel_bi_, &vsel_b_, sizeof vsel_bi_);  \
+    vsel_ai_ = (vsel_ai_ & vsel_m_) | (vsel_bi_ & ~vsel_m_); \
+    __builtin_memcpy(&vsel_a_, &vsel_ai_, sizeof vsel_a_);   \
+    vsel_a_;                                                 \
   })
-
-/* a < b ? a : b lane by lane (a NaN in a is passed over). */
-#define VMIN_LT(a, b)                        \
-  ({                                         \
-    __typeof__(b) a_ = (a), b_ = (b);        \
-    __typeof__(a_ < b_) m_ = a_ < b_, ai_, bi_; \
-    __builtin_memcpy(&ai_, &a_, sizeof ai_); \
-    __builtin_memcpy(&bi_, &b_, sizeof bi_); \
-    ai_ = (ai_ & m_) | (bi_ & ~m_);          \
-    __builtin_memcpy(&a_, &ai_, sizeof a_);  \
-    a_;                                      \
+/* a > b ? a : b and a < b ? a : b lane by lane (a NaN in a is passed over,
+ * as the scalar forms do); a and b are evaluated once each. The locals'
+ * names are the macros' own: a caller's x_ passed in must not be shadowed. */
+#define VMAX_GT(a, b)                                        \
+  ({                                                         \
+    __typeof__(b) vmax_a_ = (a), vmax_b_ = (b);              \
+    VSEL(vmax_a_ > vmax_b_, vmax_a_, vmax_b_);               \
+  })
+#define VMIN_LT(a, b)                                        \
+  ({                                                         \
+    __typeof__(b) vmin_a_ = (a), vmin_b_ = (b);              \
+    VSEL(vmin_a_ < vmin_b_, vmin_a_, vmin_b_);               \
   })
 
 /* Lane groups. V(VT, k) is the native vector of the elements k.. of the
@@ -95,6 +96,12 @@ typedef float vf4_t __attribute__((vector_size(16)));
 #define G_DECL(VT, g, init)                                  \
   VT g[VNV(VT)];                                             \
   for (int gi_ = 0; gi_ < VNV(VT); gi_++) g[gi_] = (VT){0} + (init)
+/* Four lane groups g##0..g##3 (64 lanes) */
+#define G_DECL4(VT, g, init) \
+  G_DECL(VT, g##0, init);    \
+  G_DECL(VT, g##1, init);    \
+  G_DECL(VT, g##2, init);    \
+  G_DECL(VT, g##3, init)
 #define G_ACC(VT, g, V, k) \
   for (int gi_ = 0; gi_ < VNV(VT); gi_++) g[gi_] += V(VT, (k) + gi_ * VW(VT))
 #define G_MAX(VT, g, V, k) \
