@@ -486,8 +486,14 @@ static inline item_t load_item(const char *p, int64_t j, int64_t s_in, hpu_dtype
  * topk(5) ran at 0.03 of torch. */
 static void select_first_k(item_t *buf, const char *p, int64_t s_in, hpu_dtype_t dt, int ints,
                            int64_t n, int64_t k, int desc) {
+  /* float32 and bfloat16 rows skip, vectorised, to the next item that enters */
+  int skip = (dt == HPU_FLOAT32 || dt == HPU_BFLOAT16) && s_in == (int64_t)hpu_dtype_size(dt);
   int64_t cnt = 0;
   for (int64_t j = 0; j < n; j++) {
+    if (skip && cnt == k) {
+      j += hpu_nn_run_find_topk_entry(dt, p + j * s_in, n - j, (float)buf[k - 1].v, desc);
+      if (j == n) break;
+    }
     item_t it = load_item(p, j, s_in, dt, ints);
     if (cnt == k && !before(&it, &buf[k - 1], desc, ints)) continue;
     int64_t q = cnt < k ? cnt++ : k - 1;

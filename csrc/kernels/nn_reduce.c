@@ -226,74 +226,6 @@ static double fast_sum(int which, hpu_dtype_t dt, const void *p, int64_t n) {
   return pick_sum(which, dt)(p, n);
 }
 
-/* Vectorised max / min over contiguous runs ------------------------------- */
-
-/* The largest (mx) or smallest element of n at p, and whether any is NaN
- * (the result is then NaN, as PyTorch's). Four lane groups, as the sums;
- * max and min are exact, so the order does not matter. */
-#define MINMAX_ACC16(VT, g, VLD, p)                                          \
-  for (int gi_ = 0; gi_ < VNV(VT); gi_++) {                                  \
-    VT x_ = VLD(VT, (p) + gi_ * VW(VT));                                     \
-    nanv |= (nanv_t)(x_ != x_);                                              \
-    g[gi_] = mx ? VMAX_GT(x_, g[gi_]) : VMIN_LT(x_, g[gi_]);                 \
-  }
-#define DEF_MINMAX(NAME, T, LD, VLD, VT, ISA)                                \
-  static HPU_ATTR_##ISA float NAME##_##ISA(const void *pv, int64_t n, int mx, \
-                                           int *nan) {                       \
-    const T *q = pv;                                                         \
-    float init = mx ? -INFINITY : INFINITY;                                  \
-    G_DECL4(VT, a, init);                                                    \
-    typedef int32_t nanv_t __attribute__((vector_size(sizeof(VT))));         \
-    nanv_t nanv = {0};                                                       \
-    int64_t i = 0;                                                           \
-    for (; i + 64 <= n; i += 64) {                                           \
-      MINMAX_ACC16(VT, a0, VLD, q + i);                                      \
-      MINMAX_ACC16(VT, a1, VLD, q + i + 16);                                 \
-      MINMAX_ACC16(VT, a2, VLD, q + i + 32);                                 \
-      MINMAX_ACC16(VT, a3, VLD, q + i + 48);                                 \
-    }                                                                        \
-    float r = init;                                                          \
-    int isnan_ = 0;                                                          \
-    for (; i < n; i++) {                                                     \
-      float v = LD(q[i]);                                                    \
-      isnan_ |= v != v;                                                      \
-      r = mx ? (v > r ? v : r) : (v < r ? v : r);                            \
-    }                                                                        \
-    for (int j = 0; j < 16; j++) {                                           \
-      float v0 = G_LANE(VT, a0, j), v1 = G_LANE(VT, a1, j);                  \
-      float v2 = G_LANE(VT, a2, j), v3 = G_LANE(VT, a3, j);                  \
-      r = mx ? (v0 > r ? v0 : r) : (v0 < r ? v0 : r);                        \
-      r = mx ? (v1 > r ? v1 : r) : (v1 < r ? v1 : r);                        \
-      r = mx ? (v2 > r ? v2 : r) : (v2 < r ? v2 : r);                        \
-      r = mx ? (v3 > r ? v3 : r) : (v3 < r ? v3 : r);                        \
-    }                                                                        \
-    for (int j = 0; j < VW(VT); j++) isnan_ |= nanv[j] != 0;                 \
-    *nan = isnan_;                                                           \
-    return r;                                                                \
-  }
-#define DEF_MINMAX_SET(ISA)                                                  \
-  DEF_MINMAX(minmax_f32, float, LD_F32, VLD_F32, VT_##ISA, ISA)              \
-  DEF_MINMAX(minmax_bf16, uint16_t, LD_BF16, VLD_BF16, VT_##ISA, ISA)
-
-DEF_MINMAX_SET(generic)
-#if HPU_HAVE_ISA_CLONES
-DEF_MINMAX_SET(avx2)
-DEF_MINMAX_SET(avx512)
-#endif
-
-static float fast_minmax(hpu_dtype_t dt, const void *p, int64_t n, int mx, int *nan) {
-  hpu_isa_t isa = hpu_kernels_isa();
-#if HPU_HAVE_ISA_CLONES
-  if (isa == HPU_ISA_AVX512)
-    return dt == HPU_FLOAT32 ? minmax_f32_avx512(p, n, mx, nan) : minmax_bf16_avx512(p, n, mx, nan);
-  if (isa == HPU_ISA_AVX2)
-    return dt == HPU_FLOAT32 ? minmax_f32_avx2(p, n, mx, nan) : minmax_bf16_avx2(p, n, mx, nan);
-#else
-  (void)isa;
-#endif
-  return dt == HPU_FLOAT32 ? minmax_f32_generic(p, n, mx, nan) : minmax_bf16_generic(p, n, mx, nan);
-}
-
 /* Accumulators --------------------------------------------------------------- */
 
 static void acc_init(const red_t *r, acc_t *a) {
@@ -376,7 +308,7 @@ static void acc_run(const red_t *r, acc_t *a, const char *p, int64_t st, int64_t
         }
       } else if (contig) {
         int nan = 0;
-        double v = fast_minmax(dt, p, n, mx, &nan);
+        double v = hpu_nn_run_minmax(dt, p, n, mx, &nan);
         a->nan |= nan;
         if (mx ? v > a->s : v < a->s) a->s = v;
       } else {
@@ -500,7 +432,7 @@ static void reduce_rows_fast(const red_t *r, int64_t begin, int64_t end) {
     int mx = r->kind == HPU_REDUCE_AMAX;
     for (int64_t m = begin; m < end; m++) {
       int nan = 0;
-      float v = n ? fast_minmax(r->dti, r->in + m * kin, n, mx, &nan) : (mx ? -INFINITY : INFINITY);
+      float v = n ? hpu_nn_run_minmax(r->dti, r->in + m * kin, n, mx, &nan) : (mx ? -INFINITY : INFINITY);
       hpu_store_f64(r->out[0] + m * kout, r->dto[0], nan ? NAN : v);
     }
     return;
@@ -765,12 +697,15 @@ static void argreduce_rows(void *ctx, int64_t begin, int64_t end) {
   const red_t *r = ctx;
   int mx = r->kind == HPU_REDUCE_AMAX;
   int64_t n = r->rsz[0], st = r->rin[0];
+  int contig = !r->imode && fast_dtype(r->dti) && st == (int64_t)hpu_dtype_size(r->dti);
   for (int64_t m = begin; m < end; m++) {
     int64_t io, oo[2];
     kept_offsets(r, m, &io, oo);
     const char *p = r->in + io;
     int64_t best = 0;
-    if (r->imode) {
+    if (contig) {
+      best = hpu_nn_run_argminmax(r->dti, p, n, mx);
+    } else if (r->imode) {
       int64_t bv = hpu_load_i64(p, r->dti);
       for (int64_t k = 1; k < n; k++) {
         int64_t v = hpu_load_i64(p + k * st, r->dti);

@@ -29,6 +29,16 @@ hpu_status_t hpu_nn_embedding_backward(const hpu_node_t *node);
 hpu_status_t hpu_nn_index(const hpu_node_t *node);
 void hpu_nn_sort(const hpu_node_t *node);
 
+/* Over n contiguous float32 or bfloat16 elements at p (nn_minmax.c): the
+ * max (mx) or min, *nan set when one is NaN; and the index of the first
+ * max or min (of the first NaN when there is one). */
+float hpu_nn_run_minmax(hpu_dtype_t dt, const void *p, int64_t n, int mx, int *nan);
+int64_t hpu_nn_run_argminmax(hpu_dtype_t dt, const void *p, int64_t n, int mx);
+/* The first of n contiguous float32 or bfloat16 elements at p that a top-k
+ * row whose last item is thr takes in (comes before thr: greater for desc,
+ * NaN first; smaller otherwise, NaN last); n when none does. */
+int64_t hpu_nn_run_find_topk_entry(hpu_dtype_t dt, const void *p, int64_t n, float thr, int desc);
+
 /* Byte address of element `lin` (row-major linear index) of t. */
 static inline char *hpu_nn_elem(const hpu_tensor_t *t, int64_t lin) {
   int64_t es = (int64_t)hpu_dtype_size(t->dtype);

@@ -91,6 +91,42 @@ typedef float vf4_t __attribute__((vector_size(16)));
     VSEL(vmin_a_ < vmin_b_, vmin_a_, vmin_b_);               \
   })
 
+/* VMAX_GT / VMIN_LT of two float vectors of type VT in one instruction:
+ * x86's max and min are defined as exactly these selects (the second
+ * operand on ties and NaN), and the compare-and-blend GCC makes of the
+ * generic forms costs two, on the loop-carried path of a row max. */
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define VMAXF_vf16_t(a, b) ((vf16_t)_mm512_max_ps((__m512)(a), (__m512)(b)))
+#define VMINF_vf16_t(a, b) ((vf16_t)_mm512_min_ps((__m512)(a), (__m512)(b)))
+#define VMAXF_vf8_t(a, b) ((vf8_t)_mm256_max_ps((__m256)(a), (__m256)(b)))
+#define VMINF_vf8_t(a, b) ((vf8_t)_mm256_min_ps((__m256)(a), (__m256)(b)))
+#define VMAXF_vf4_t(a, b) ((vf4_t)_mm_max_ps((__m128)(a), (__m128)(b)))
+#define VMINF_vf4_t(a, b) ((vf4_t)_mm_min_ps((__m128)(a), (__m128)(b)))
+/* the lanes of the comparison mask m (of a VT comparison) as bits, lane 0
+ * in bit 0 */
+#define VBITS_vf16_t(m) ((uint64_t)_mm512_movepi32_mask((__m512i)(m)))
+#define VBITS_vf8_t(m) ((uint64_t)_mm256_movemask_ps((__m256)(m)))
+#define VBITS_vf4_t(m) ((uint64_t)_mm_movemask_ps((__m128)(m)))
+#define VMAXF_(VT, a, b) VMAXF_##VT(a, b)
+#define VMINF_(VT, a, b) VMINF_##VT(a, b)
+#define VBITS_(VT, m) VBITS_##VT(m)
+#define VMAXF(VT, a, b) VMAXF_(VT, a, b)
+#define VMINF(VT, a, b) VMINF_(VT, a, b)
+#define VBITS(VT, m) VBITS_(VT, m)
+#else
+#define VMAXF(VT, a, b) VMAX_GT(a, b)
+#define VMINF(VT, a, b) VMIN_LT(a, b)
+#define VBITS(VT, m)                                                    \
+  ({                                                                    \
+    __typeof__(m) vbits_ = (m);                                         \
+    uint64_t bits_ = 0;                                                 \
+    for (int l_ = 0; l_ < (int)(sizeof vbits_ / 4); l_++)               \
+      bits_ |= (uint64_t)(vbits_[l_] != 0) << l_;                       \
+    bits_;                                                              \
+  })
+#endif
+
 /* Lane groups. V(VT, k) is the native vector of the elements k.. of the
  * caller's row; G_ACC adds the 16 elements from k into g. */
 #define G_DECL(VT, g, init)                                  \
@@ -112,5 +148,37 @@ typedef float vf4_t __attribute__((vector_size(16)));
   for (int gi_ = 0; gi_ < VNV(VT); gi_++) g[gi_] = VMAX_GT(h[gi_], g[gi_])
 /* lane j (0..15) of g */
 #define G_LANE(VT, g, j) g[(j) / VW(VT)][(j) % VW(VT)]
+/* g[i] = OP(h[i], g[i]) lane by lane */
+#define G_COMB(VT, g, h, OP) \
+  for (int gi_ = 0; gi_ < VNV(VT); gi_++) g[gi_] = OP(h[gi_], g[gi_])
+
+/* The 16 lanes of a group (float or int lanes) folded to one value through
+ * the same tree on every ISA: lane j with lane j+8, then j+4, j+2, j+1;
+ * OP(hi, lo) combines two vectors lane by lane. In registers: reading the
+ * lanes one by one (G_LANE in a loop) went through the stack, and for rows
+ * of 1024 that fold cost as much as the row's loop. */
+#define VFOLD4_(v, OP)                                                           \
+  ({                                                                             \
+    __typeof__(v) vf4_ = (v);                                                    \
+    vf4_ = OP(__builtin_shufflevector(vf4_, vf4_, 2, 3, 2, 3), vf4_);            \
+    vf4_ = OP(__builtin_shufflevector(vf4_, vf4_, 1, 1, 1, 1), vf4_);            \
+    vf4_[0];                                                                     \
+  })
+#define VFOLD8_(v, OP)                                                           \
+  ({                                                                             \
+    __typeof__(v) vf8_ = (v);                                                    \
+    VFOLD4_(OP(__builtin_shufflevector(vf8_, vf8_, 4, 5, 6, 7),                  \
+               __builtin_shufflevector(vf8_, vf8_, 0, 1, 2, 3)), OP);            \
+  })
+#define G_FOLD_vf16_t(g, OP)                                                     \
+  ({                                                                             \
+    __typeof__(g[0]) vf16_ = g[0];                                               \
+    VFOLD8_(OP(__builtin_shufflevector(vf16_, vf16_, 8, 9, 10, 11, 12, 13, 14, 15), \
+               __builtin_shufflevector(vf16_, vf16_, 0, 1, 2, 3, 4, 5, 6, 7)), OP); \
+  })
+#define G_FOLD_vf8_t(g, OP) VFOLD8_(OP(g[1], g[0]), OP)
+#define G_FOLD_vf4_t(g, OP) VFOLD4_(OP(OP(g[3], g[1]), OP(g[2], g[0])), OP)
+#define G_FOLD_(VT, g, OP) G_FOLD_##VT(g, OP)
+#define G_FOLD(VT, g, OP) G_FOLD_(VT, g, OP)
 
 #endif

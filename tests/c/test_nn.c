@@ -178,16 +178,14 @@ static void test_row_sums_same_bits_every_isa(void) {
   hpu_kernels_set_isa(HPU_ISA_AVX512);
 }
 
-/* Column sums of tall [rows, cols] planes (bias gradients): the row-group
- * path (rows >= 4096) and the column-block path match a double reference,
- * and 1, 2 and 3 threads give the same bits. */
-/* amax / amin over contiguous rows (the vectorised path) of float32 and
- * bfloat16, lengths around the 64- and 16-lane blocks, on every ISA: the
- * scalar answer, NaN wherever a row holds one (in the blocks or the tail),
- * infinities kept. */
+/* amax / amin, and max / min with their index, over contiguous rows (the
+ * vectorised paths) of float32 and bfloat16, lengths around the 64- and
+ * 16-lane blocks, on every ISA: the scalar answer (the first index of the
+ * best; NaN, and the first NaN's index, wherever a row holds one, in the
+ * blocks or the tail), infinities kept, ties and signed zeros. */
 static void test_row_minmax_every_isa(void) {
   static const int64_t lens[] = {1, 15, 64, 65, 100, 1000};
-  enum { ROWS = 5 };
+  enum { ROWS = 6 };
   uint32_t seed = 4242;
   for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
     int64_t L = lens[li];
@@ -198,30 +196,42 @@ static void test_row_minmax_every_isa(void) {
       x[i] = ((float)(seed >> 8) / 16777216.0f - 0.5f) * 100.0f;
     }
     /* row 1: a NaN early; row 2: a NaN last (the tail); row 3: +inf and
-     * -inf; row 4: all -inf */
+     * -inf; row 4: all -inf; row 5: ties among -1, -0, 0 and 1 */
     x[1 * L] = NAN;
     x[2 * L + L - 1] = NAN;
     x[3 * L + L / 2] = INFINITY;
     x[3 * L] = -INFINITY;
     for (int64_t i = 0; i < L; i++) x[4 * L + i] = -INFINITY;
+    for (int64_t i = 0; i < L; i++) x[5 * L + i] = (float)((int)(x[5 * L + i] * 0.03f) % 2) * (i % 3 ? 1.0f : -0.0f);
     to_bf16(x, xb, x, ROWS * L); /* x now holds the bf16 values exactly */
     for (int dt = 0; dt < 2; dt++)
       for (int mx = 0; mx < 2; mx++)
         for (size_t k = 0; k < 3; k++) {
           hpu_kernels_set_isa(isas[k]);
+          void *in = dt ? (void *)xb : (void *)x;
+          hpu_dtype_t idt = dt ? HPU_BFLOAT16 : HPU_FLOAT32;
           float out[ROWS];
-          hpu_node_t n = row_reduce(dt ? (void *)xb : (void *)x, dt ? HPU_BFLOAT16 : HPU_FLOAT32, ROWS,
-                                    L, out, HPU_FLOAT32, mx ? HPU_REDUCE_AMAX : HPU_REDUCE_AMIN);
+          int64_t at[ROWS];
+          hpu_node_t n = row_reduce(in, idt, ROWS, L, out, HPU_FLOAT32, mx ? HPU_REDUCE_AMAX : HPU_REDUCE_AMIN);
           CU_ASSERT_EQUAL_FATAL(run(&n), HPU_SUCCESS);
+          hpu_node_t a = node(HPU_OP_ARGREDUCE);
+          a.num_inputs = a.num_outputs = 1;
+          a.inputs[0] = T2(in, idt, ROWS, L);
+          a.outputs[0] = T2(at, HPU_INT64, ROWS, 1);
+          a.params.nn.i[0] = mx ? HPU_REDUCE_AMAX : HPU_REDUCE_AMIN;
+          a.params.nn.i[1] = 1;
+          CU_ASSERT_EQUAL_FATAL(run(&a), HPU_SUCCESS);
           for (int r = 0; r < ROWS; r++) {
-            float want = mx ? -INFINITY : INFINITY;
-            int nan = 0;
-            for (int64_t i = 0; i < L; i++) {
+            float want = x[r * L];
+            int64_t want_at = 0;
+            for (int64_t i = 1; i < L && want == want; i++) {
               float v = x[r * L + i];
-              if (v != v) nan = 1;
-              else if (mx ? v > want : v < want) want = v;
+              if (v != v || (mx ? v > want : v < want)) {
+                want = v;
+                want_at = i;
+              }
             }
-            if (nan) {
+            if (want != want) {
               CU_ASSERT(isnan(out[r]));
             } else {
               if (out[r] != want)
@@ -229,6 +239,10 @@ static void test_row_minmax_every_isa(void) {
                         (int)isas[k], r, out[r], want);
               CU_ASSERT_EQUAL(out[r], want);
             }
+            if (at[r] != want_at)
+              fprintf(stderr, "\nL=%lld dt=%d max=%d isa=%d row=%d: index %lld != %lld\n", (long long)L, dt,
+                      mx, (int)isas[k], r, (long long)at[r], (long long)want_at);
+            CU_ASSERT_EQUAL(at[r], want_at);
           }
         }
     free(x);
@@ -237,6 +251,9 @@ static void test_row_minmax_every_isa(void) {
   hpu_kernels_set_isa(HPU_ISA_AVX512);
 }
 
+/* Column sums of tall [rows, cols] planes (bias gradients): the row-group
+ * path (rows >= 4096) and the column-block path match a double reference,
+ * and 1, 2 and 3 threads give the same bits. */
 static void test_column_sums_any_thread_count(void) {
   static const int64_t shapes[][2] = {{5000, 300}, {4096, 1024}, {9000, 17}, {3000, 300}, {4100, 1500}};
   uint32_t seed = 777;
@@ -502,7 +519,7 @@ int main(void) {
   CU_add_test(s, "reductions of ranges", test_reduce_ranges);
   CU_add_test(s, "row sums: same bits on every ISA", test_row_sums_same_bits_every_isa);
   CU_add_test(s, "column sums: any thread count", test_column_sums_any_thread_count);
-  CU_add_test(s, "row max/min: every ISA, NaN and infinities", test_row_minmax_every_isa);
+  CU_add_test(s, "row max/min and their index: every ISA, NaN, infinities, ties", test_row_minmax_every_isa);
   CU_add_test(s, "argmax and cumsum", test_argmax_cumsum);
   CU_add_test(s, "softmax of equal values", test_softmax_equal);
   CU_add_test(s, "softmax rows: same bits on every ISA", test_softmax_rows_same_bits_every_isa);

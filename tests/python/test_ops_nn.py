@@ -609,6 +609,30 @@ def test_topk_long_rows(dtype, dim):
         assert_close_to_cpu(gi, si.narrow(dim, 0, 5))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("dim", [0, -1])
+def test_max_argmax_long_rows(dtype, dim):
+    """Rows of 1000 (the vectorised path along -1): the first index of the
+    max / min among ties, NaN wins (in the blocks and in the tail),
+    infinities, signed zeros; the values bit for bit."""
+    x = make((6, 1000), dtype, lo=-50, hi=50)  # ties in every row
+    x[1, 17] = float("nan")
+    x[2, 999] = float("nan")
+    x[3, 500], x[3, 0] = float("inf"), float("-inf")
+    x[4] = float("-inf")
+    x[5] = torch.where(torch.arange(1000) % 3 == 0, -0.0, 0.0).to(dtype)
+    x = x if dim == -1 else x.t().contiguous()
+    h = x.to("hpu")
+    bits = torch.int16 if dtype == torch.bfloat16 else torch.int32
+    for op in ["max", "min"]:
+        gv, gi = getattr(torch, op)(h, dim)
+        ev, ei = getattr(torch, op)(x, dim)
+        assert torch.equal(gv.cpu().view(bits), ev.view(bits)), op
+        assert_close_to_cpu(gi, ei)
+        assert_close_to_cpu(getattr(torch, "a" + op)(h, dim), getattr(torch, "a" + op)(x, dim), equal_nan=True)
+        assert_close_to_cpu(getattr(torch, "arg" + op)(h, dim), getattr(torch, "arg" + op)(x, dim))
+
+
 def test_sort_nan():
     x = torch.tensor([3.0, float("nan"), -1.0, 2.0, float("nan")])
     for desc in [False, True]:
