@@ -50,6 +50,7 @@
 #define ADD_XY(VT, j, k) G_ACC(VT, a##j, V_XY, k)
 #define ADD_SQDEV(VT, j, k) G_ACC(VT, a##j, V_SQDEV, k)
 #define MAX_X(VT, j, k) G_MAX(VT, m##j, V_X, k)
+#define MAX_OF(h, g) VMAX_GT(h, g)
 #define LNB(VT, j, k) LNB_STEP(VT, a##j, b##j, k)
 #define LANES_FOLD(VT, a0, a1, a2, a3, r)                         \
   do {                                                            \
@@ -142,15 +143,11 @@ static void store_row(char *dst, const float *src, int64_t n, hpu_dtype_t dt) {
     G_DECL4(VT_##ISA, m, -INFINITY);                                                    \
     int64_t i = 0;                                                                      \
     LANE_BLOCKS(VT_##ISA, MAX_X);                                                       \
-    float r = -INFINITY;                                                                \
-    for (; i < n; i++) r = x[i] > r ? x[i] : r;                                         \
     G_MAXG(VT_##ISA, m0, m2);                                                           \
     G_MAXG(VT_##ISA, m1, m3);                                                           \
     G_MAXG(VT_##ISA, m0, m1);                                                           \
-    for (int j = 0; j < 16; j++) {                                                      \
-      float v = G_LANE(VT_##ISA, m0, j);                                                \
-      r = v > r ? v : r;                                                                \
-    }                                                                                   \
+    float r = G_FOLD(VT_##ISA, m0, MAX_OF);                                             \
+    for (; i < n; i++) r = x[i] > r ? x[i] : r;                                         \
     return r;                                                                           \
   }                                                                                     \
   /* y = exp(x - c); returns sum(y) */                                                  \

@@ -141,11 +141,11 @@ typedef float vf4_t __attribute__((vector_size(16)));
 #define G_ACC(VT, g, V, k) \
   for (int gi_ = 0; gi_ < VNV(VT); gi_++) g[gi_] += V(VT, (k) + gi_ * VW(VT))
 #define G_MAX(VT, g, V, k) \
-  for (int gi_ = 0; gi_ < VNV(VT); gi_++) g[gi_] = VMAX_GT(V(VT, (k) + gi_ * VW(VT)), g[gi_])
+  for (int gi_ = 0; gi_ < VNV(VT); gi_++) g[gi_] = VMAXF(VT, V(VT, (k) + gi_ * VW(VT)), g[gi_])
 #define G_ADD(VT, g, h) \
   for (int gi_ = 0; gi_ < VNV(VT); gi_++) g[gi_] += h[gi_]
 #define G_MAXG(VT, g, h) \
-  for (int gi_ = 0; gi_ < VNV(VT); gi_++) g[gi_] = VMAX_GT(h[gi_], g[gi_])
+  for (int gi_ = 0; gi_ < VNV(VT); gi_++) g[gi_] = VMAXF(VT, h[gi_], g[gi_])
 /* lane j (0..15) of g */
 #define G_LANE(VT, g, j) g[(j) / VW(VT)][(j) % VW(VT)]
 /* g[i] = OP(h[i], g[i]) lane by lane */
