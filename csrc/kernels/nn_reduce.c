@@ -743,10 +743,44 @@ void hpu_nn_argreduce(const hpu_node_t *node) {
 
 /* cumsum ----------------------------------------------------------------------- */
 
+/* float32 rows with unit strides, four at a time: each running sum is a
+ * chain of dependent double adds (PyTorch's CPU cumsum accumulates floats in
+ * double too, so the bits are its), and one row alone waits on the add's
+ * latency at every element; four rows' chains overlap. Returns the first
+ * row it did not take. */
+static int64_t cumsum_rows4_f32(const red_t *r, int64_t begin, int64_t end) {
+  int64_t n = r->rsz[0];
+  int64_t m = begin;
+  for (; m + 4 <= end; m += 4) {
+    const float *p[4];
+    float *o[4];
+    for (int j = 0; j < 4; j++) {
+      int64_t io, oo[2];
+      kept_offsets(r, m + j, &io, oo);
+      p[j] = (const float *)(r->in + io);
+      o[j] = (float *)(r->out[0] + oo[0]);
+    }
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (int64_t k = 0; k < n; k++) {
+      s0 += p[0][k];
+      s1 += p[1][k];
+      s2 += p[2][k];
+      s3 += p[3][k];
+      o[0][k] = (float)s0;
+      o[1][k] = (float)s1;
+      o[2][k] = (float)s2;
+      o[3][k] = (float)s3;
+    }
+  }
+  return m;
+}
+
 static void cumsum_rows(void *ctx, int64_t begin, int64_t end) {
   const red_t *r = ctx;
   int64_t n = r->rsz[0], si = r->rin[0], so = r->rout[0];
   int fl = hpu_dtype_is_floating(r->dto[0]);
+  if (r->dti == HPU_FLOAT32 && r->dto[0] == HPU_FLOAT32 && si == 4 && so == 4)
+    begin = cumsum_rows4_f32(r, begin, end);
   for (int64_t m = begin; m < end; m++) {
     int64_t io, oo[2];
     kept_offsets(r, m, &io, oo);

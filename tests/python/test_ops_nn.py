@@ -228,6 +228,15 @@ def test_cumsum(dtype, out_dtype, dim):
     assert_close_to_cpu(torch.cumsum(xn.to("hpu"), dim), torch.cumsum(xn, dim), **tol(dtype, 7))
 
 
+@pytest.mark.parametrize("rows", [1, 4, 7, 9])
+def test_cumsum_rows_same_bits(rows):
+    """float32 rows (the four-rows-at-a-time path, with leftover rows)
+    accumulate in double as PyTorch's CPU cumsum does: the same bits."""
+    x = make((rows, 1000), torch.float32) * 100
+    assert torch.equal(torch.cumsum(x.to("hpu"), -1).cpu(), torch.cumsum(x, -1))
+    assert torch.equal(torch.cumsum(x.t().to("hpu"), 0).cpu(), torch.cumsum(x.t(), 0))
+
+
 def test_foreach_norm_and_clip_grad_norm():
     torch.manual_seed(0)
     params = [torch.randn(s, requires_grad=True) for s in [(10, 4), (7,), (3, 3, 3)]]
