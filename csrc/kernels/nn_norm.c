@@ -5,8 +5,8 @@
  * the thread pool, in float for fp32/bf16/fp16 (reduced types are converted
  * into a per-task float row buffer) and in double for fp64. The float row
  * loops keep their sums and maxima in lane groups of the ISA's registers
- * (kernels/v16.h), take exp from exp16 on AVX-512 and pw_expf elsewhere (the
- * same bits), and are compiled as AVX2/AVX-512 clones picked at run time.
+ * (kernels/v16.h), take exp from exp16 on AVX-512, exp8 on AVX2 and pw_expf
+ * elsewhere (the same bits), and are compiled as AVX2/AVX-512 clones picked at run time.
  * Softmax over another dim walks columns with a stride. */
 #include <math.h>
 #include <stdint.h>
@@ -15,7 +15,7 @@
 
 #include "hpu/parallel.h"
 #include "kernels/cvt.h"
-#include "kernels/exp16.h"
+#include "kernels/vexp.h"
 #include "kernels/isa.h"
 #include "kernels/kernels.h"
 #include "kernels/nn_util.h"
@@ -60,11 +60,13 @@
     for (int j_ = 0; j_ < 16; j_++) r += G_LANE(VT, a0, j_);      \
   } while (0)
 
-/* d[0..N) = e^(s[j] - c), the same bits on every ISA: exp16 on AVX-512;
- * elsewhere pw_rowexp.c's loop (vectorised there, see why in that file).
- * N is a multiple of 16. */
+/* d[0..N) = e^(s[j] - c), the same bits on every ISA: exp16 on AVX-512,
+ * exp8 on AVX2 (kernels/vexp.h); the portable build takes pw_rowexp.c's
+ * loop (vectorised there, see why in that file). N is a multiple of 16. */
 #define EXP_BLOCK_generic hpu_pw_exp_row_generic
-#define EXP_BLOCK_avx2 hpu_pw_exp_row_avx2
+#define EXP_BLOCK_avx2(d, s, N, c)                                                    \
+  for (int j_ = 0; j_ < (N); j_ += 8)                                                 \
+  _mm256_storeu_ps((d) + j_, exp8(_mm256_sub_ps(_mm256_loadu_ps((s) + j_), _mm256_set1_ps(c))))
 #define EXP_BLOCK_avx512(d, s, N, c)                                                  \
   for (int j_ = 0; j_ < (N); j_ += 16)                                                \
   _mm512_storeu_ps((d) + j_, exp16(_mm512_sub_ps(_mm512_loadu_ps((s) + j_), _mm512_set1_ps(c))))
@@ -237,7 +239,17 @@ static void store_row(char *dst, const float *src, int64_t n, hpu_dtype_t dt) {
   /* log_softmax backward: dx = g - exp(y) * s */                                       \
   static HPU_ATTR_##ISA void rlsmb_##ISA(const float *g, const float *y, float *dx,     \
                                          int64_t n, float s) {                          \
-    for (int64_t i = 0; i < n; i++) dx[i] = g[i] - pw_expf(y[i]) * s;               \
+    float e[16];                                                                        \
+    int64_t i = 0;                                                                      \
+    for (; i + 16 <= n; i += 16) {                                                      \
+      EXP_BLOCK_##ISA(e, y + i, 16, 0.0f);                                              \
+      for (int gi = 0; gi < VNV(VT_##ISA); gi++) {                                      \
+        int64_t k = i + gi * VW(VT_##ISA);                                              \
+        VT_##ISA ev = VLD_F32(VT_##ISA, e + gi * VW(VT_##ISA));                         \
+        VST_F32(dx + k, VLD_F32(VT_##ISA, g + k) - ev * s);                             \
+      }                                                                                 \
+    }                                                                                   \
+    for (; i < n; i++) dx[i] = g[i] - pw_expf(y[i]) * s;                                \
   }                                                                                     \
   /* layer norm backward row: accumulates dgamma/dbeta, writes dx */                    \
   static HPU_ATTR_##ISA void rlnb_##ISA(const float *dy, const float *x, const float *w, \

@@ -12,8 +12,7 @@ hpu_status_t hpu_pw_validate_optim(const hpu_node_t *node);
 void hpu_pw_run_optim(const hpu_node_t *node);
 
 /* d[j] = e^(s[j] - c) for j < n, the bits of pw_expf (pw_rowexp.c): the
- * row exp of softmax on the clones without exp16. */
+ * row exp of softmax in the portable build. */
 void hpu_pw_exp_row_generic(float *d, const float *s, int64_t n, float c);
-void hpu_pw_exp_row_avx2(float *d, const float *s, int64_t n, float c);
 
 #endif

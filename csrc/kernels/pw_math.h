@@ -125,18 +125,19 @@ static inline float pw_exp_nonpos(float x) {
 
 static inline float pw_sigmoidf(float x) { return 1.0f / (1.0f + pw_expf(-x)); }
 
-/* PyTorch's Vectorized<float>::erf (used by its gelu). */
-static inline float pw_erf_approx(float x) {
+/* PyTorch's Vectorized<float>::erf (used by its gelu), given ex =
+ * pw_exp_nonpos(-(x * x)) (gelu's backward shares it with its pdf). */
+static inline float pw_erf_approx_ex(float x, float ex) {
   float ax = fabsf(x);
   float t = 1.0f / fmaf(0.3275911f, ax, 1.0f);
   float r = fmaf(1.061405429f, t, -1.453152027f);
   r = fmaf(r, t, 1.421413741f);
   r = fmaf(r, t, -0.284496736f);
   r = fmaf(r, t, 0.254829592f);
-  float e = -pw_exp_nonpos(-(x * x));
-  float v = fmaf(e * t, r, 1.0f);
+  float v = fmaf(-ex * t, r, 1.0f);
   return copysignf(v, x) * (x == x ? 1.0f : x);
 }
+static inline float pw_erf_approx(float x) { return pw_erf_approx_ex(x, pw_exp_nonpos(-(x * x))); }
 
 /* gelu, erf form: 0.5 x (1 + erf(x / sqrt 2)), with erf(z) = z P(z^2) / Q(z^2)
  * for |z| < 3.925 and +-1 beyond (erf(3.925) rounds to 1.0f). A rational
