@@ -11,7 +11,8 @@ torch.hpu.synchronize(), so they include the queued work.
 "speed" below is t_cpu / t_hpu (> 1: the hpu is faster). Targets:
   matmul fp32/bf16, 256..2048 + a transposed operand: speed >= 1.0 (= GFLOP/s ratio)
   elementwise, softmax, layer_norm, gelu, reductions (sum/mean/amax/argmax/var/
-  logsumexp over rows, sum over columns), topk, 1M..64M elems: speed >= 1.0
+  logsumexp over rows, sum over columns), topk, cumsum, softmax / log_softmax /
+  gelu backward, 1M..64M elems: speed >= 1.0
   per-op host overhead (loop of tiny adds, one synchronize): hpu/cpu time <= 1.5
   BERT training step, GPT2 greedy generation: hpu/cpu time <= 1.0
 
@@ -34,6 +35,7 @@ import habana_torch  # noqa: F401
 import habana_torch.core as htcore
 
 ALL_GROUPS = ("matmul", "pointwise", "nn", "overhead", "bert", "gpt2")
+aten = torch.ops.aten
 
 
 # ----------------------------------------------------------------------------
@@ -294,6 +296,12 @@ def randn2(n, k=2, rows=1024, seed=0):
     return [torch.randn(n // rows, rows, generator=g) for _ in range(k)]
 
 
+def saved_output(n, fn):
+    """[grad, fn(x) over rows]: a backward's inputs as autograd gives them."""
+    g, x = randn2(n, 2)
+    return [g, fn(x, -1)]
+
+
 def bench_pointwise(args, info):
     def where_inputs(n):
         a, b = randn2(n)
@@ -342,6 +350,14 @@ def bench_nn(args, info):
         ("var(-1) rows of 1024", lambda x: x.var(-1), lambda n: randn2(n, 1), red),
         ("logsumexp(-1) rows of 1024", lambda x: x.logsumexp(-1), lambda n: randn2(n, 1), dict(rtol=1e-5, atol=1e-5)),
         ("topk(5, -1) rows of 1024", lambda x: x.topk(5, -1).values, lambda n: randn2(n, 1), dict(rtol=0, atol=0)),
+        ("cumsum(-1) rows of 1024", lambda x: x.cumsum(-1), lambda n: randn2(n, 1), dict(rtol=0, atol=0)),
+        # backward kernels of a training step (issue 3: softmax / log_softmax
+        # and gelu backward); (grad, saved tensor) pairs
+        ("softmax backward rows of 1024", lambda g, y: aten._softmax_backward_data(g, y, -1, y.dtype),
+         lambda n: saved_output(n, torch.softmax), dict(rtol=1e-4, atol=1e-6)),
+        ("log_softmax backward rows of 1024", lambda g, y: aten._log_softmax_backward_data(g, y, -1, y.dtype),
+         lambda n: saved_output(n, torch.log_softmax), dict(rtol=1e-4, atol=1e-5)),
+        ("gelu backward", lambda g, x: aten.gelu_backward(g, x), lambda n: randn2(n, 2), dict(rtol=1e-5, atol=1e-5)),
     ]
     run_unary_cases("nn", args, cases)
 
