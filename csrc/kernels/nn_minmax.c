@@ -1,15 +1,16 @@
 /* Max / min over a contiguous float32 or bfloat16 run, and the index of its
  * first max / min, vectorised per ISA: amax / amin rows (nn_reduce.c) and
- * max / min / argmax / argmin along a dim (hpu_nn_argreduce).
+ * max / min / argmax / argmin along a dim (hpu_nn_argreduce); and topk's
+ * scan for the next element that enters its kept k (nn_index.c).
  *
- * Both keep 64 lanes (four lane groups, v16.h) of the best value so far,
- * replaced only by a strictly better element, as the scalar scan is. The
- * arg form keeps each lane's index next to it, so a lane holds the first
- * position of its own best; the run's first best is then the smallest index
- * among the lanes equal to the folded best. NaN never enters a lane (x > g
- * is false): a flag records it, and the answer is then NaN, or the first
- * NaN's index, as in PyTorch. Max and min are exact, so the result does not
- * depend on the ISA. */
+ * Max and min keep 64 lanes (four lane groups, v16.h) of the best value so
+ * far, replaced only by a strictly better element, as the scalar scan is.
+ * The arg form keeps each lane's index next to it, so a lane holds the
+ * first position of its own best; the run's first best is then the
+ * smallest index among the lanes equal to the folded best. NaN never enters
+ * a lane (x > g is false); a running sum says whether the run may hold one,
+ * and the answer is then NaN, or the first NaN's index, as in PyTorch. Max
+ * and min are exact, so the result does not depend on the ISA. */
 #include <math.h>
 #include <stdint.h>
 
@@ -69,10 +70,7 @@
         MINMAX_ACC16(VT, a2, s0, VLD, q + i + 32);                           \
         MINMAX_ACC16(VT, a3, s1, VLD, q + i + 48);                           \
       }                                                                      \
-      G_COMB(VT, a0, a2, BEST_OF);                                           \
-      G_COMB(VT, a1, a3, BEST_OF);                                           \
-      G_COMB(VT, a0, a1, BEST_OF);                                           \
-      r = G_FOLD(VT, a0, BEST_OF);                                           \
+      r = G_FOLD4(VT, a, BEST_OF);                                           \
       finite = SUM_IS_FINITE(VT, s0, s1);                                    \
     }                                                                        \
     int isnan_ = 0;                                                          \
@@ -127,19 +125,13 @@
         ARG_ACC16(VT, a2, i2, p2, s0, VLD, q + i + 32);                      \
         ARG_ACC16(VT, a3, i3, p3, s1, VLD, q + i + 48);                      \
       }                                                                      \
-      VT t[VNV(VT)];                                                         \
-      for (int gi_ = 0; gi_ < VNV(VT); gi_++)                                \
-        t[gi_] = BEST_OF(BEST_OF(a3[gi_], a1[gi_]), BEST_OF(a2[gi_], a0[gi_])); \
-      b = G_FOLD(VT, t, BEST_OF);                                            \
+      b = G_FOLD4(VT, a, BEST_OF);                                           \
       iv_t c0[VNV(VT)], c1[VNV(VT)], c2[VNV(VT)], c3[VNV(VT)];               \
       ARG_CAND(VT, c0, a0, i0, b);                                           \
       ARG_CAND(VT, c1, a1, i1, b);                                           \
       ARG_CAND(VT, c2, a2, i2, b);                                           \
       ARG_CAND(VT, c3, a3, i3, b);                                           \
-      G_COMB(VT, c0, c2, LOWER_OF);                                          \
-      G_COMB(VT, c1, c3, LOWER_OF);                                          \
-      G_COMB(VT, c0, c1, LOWER_OF);                                          \
-      best = G_FOLD(VT, c0, LOWER_OF);                                       \
+      best = G_FOLD4(VT, c, LOWER_OF);                                       \
       finite = SUM_IS_FINITE(VT, s0, s1);                                    \
     }                                                                        \
     int isnan_ = 0;                                                          \

@@ -6,7 +6,8 @@
  * into a per-task float row buffer) and in double for fp64. The float row
  * loops keep their sums and maxima in lane groups of the ISA's registers
  * (kernels/v16.h), take exp from exp16 on AVX-512, exp8 on AVX2 and pw_expf
- * elsewhere (the same bits), and are compiled as AVX2/AVX-512 clones picked at run time.
+ * elsewhere (the same bits), and are compiled as AVX2/AVX-512 clones picked
+ * at run time.
  * Softmax over another dim walks columns with a stride. */
 #include <math.h>
 #include <stdint.h>
@@ -145,10 +146,7 @@ static void store_row(char *dst, const float *src, int64_t n, hpu_dtype_t dt) {
     G_DECL4(VT_##ISA, m, -INFINITY);                                                    \
     int64_t i = 0;                                                                      \
     LANE_BLOCKS(VT_##ISA, MAX_X);                                                       \
-    G_MAXG(VT_##ISA, m0, m2);                                                           \
-    G_MAXG(VT_##ISA, m1, m3);                                                           \
-    G_MAXG(VT_##ISA, m0, m1);                                                           \
-    float r = G_FOLD(VT_##ISA, m0, MAX_OF);                                             \
+    float r = G_FOLD4(VT_##ISA, m, MAX_OF);                                             \
     for (; i < n; i++) r = x[i] > r ? x[i] : r;                                         \
     return r;                                                                           \
   }                                                                                     \

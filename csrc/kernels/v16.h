@@ -91,10 +91,11 @@ typedef float vf4_t __attribute__((vector_size(16)));
     VSEL(vmin_a_ < vmin_b_, vmin_a_, vmin_b_);               \
   })
 
-/* VMAX_GT / VMIN_LT of two float vectors of type VT in one instruction:
- * x86's max and min are defined as exactly these selects (the second
- * operand on ties and NaN), and the compare-and-blend GCC makes of the
- * generic forms costs two, on the loop-carried path of a row max. */
+/* VMAXF / VMINF: VMAX_GT / VMIN_LT of two float vectors of type VT in one
+ * instruction. x86's max and min are defined as exactly these selects (the
+ * second operand on ties and NaN), and the compare-and-blend GCC makes of
+ * the generic forms costs two, on the loop-carried path of a row max.
+ * VBITS: the lanes of a VT comparison mask m as bits, lane 0 in bit 0. */
 #if defined(__x86_64__)
 #include <immintrin.h>
 #define VMAXF_vf16_t(a, b) ((vf16_t)_mm512_max_ps((__m512)(a), (__m512)(b)))
@@ -103,11 +104,10 @@ typedef float vf4_t __attribute__((vector_size(16)));
 #define VMINF_vf8_t(a, b) ((vf8_t)_mm256_min_ps((__m256)(a), (__m256)(b)))
 #define VMAXF_vf4_t(a, b) ((vf4_t)_mm_max_ps((__m128)(a), (__m128)(b)))
 #define VMINF_vf4_t(a, b) ((vf4_t)_mm_min_ps((__m128)(a), (__m128)(b)))
-/* the lanes of the comparison mask m (of a VT comparison) as bits, lane 0
- * in bit 0 */
 #define VBITS_vf16_t(m) ((uint64_t)_mm512_movepi32_mask((__m512i)(m)))
 #define VBITS_vf8_t(m) ((uint64_t)_mm256_movemask_ps((__m256)(m)))
 #define VBITS_vf4_t(m) ((uint64_t)_mm_movemask_ps((__m128)(m)))
+/* two steps, so that a VT given as VT_avx512 is expanded before pasting */
 #define VMAXF_(VT, a, b) VMAXF_##VT(a, b)
 #define VMINF_(VT, a, b) VMINF_##VT(a, b)
 #define VBITS_(VT, m) VBITS_##VT(m)
@@ -144,13 +144,8 @@ typedef float vf4_t __attribute__((vector_size(16)));
   for (int gi_ = 0; gi_ < VNV(VT); gi_++) g[gi_] = VMAXF(VT, V(VT, (k) + gi_ * VW(VT)), g[gi_])
 #define G_ADD(VT, g, h) \
   for (int gi_ = 0; gi_ < VNV(VT); gi_++) g[gi_] += h[gi_]
-#define G_MAXG(VT, g, h) \
-  for (int gi_ = 0; gi_ < VNV(VT); gi_++) g[gi_] = VMAXF(VT, h[gi_], g[gi_])
 /* lane j (0..15) of g */
 #define G_LANE(VT, g, j) g[(j) / VW(VT)][(j) % VW(VT)]
-/* g[i] = OP(h[i], g[i]) lane by lane */
-#define G_COMB(VT, g, h, OP) \
-  for (int gi_ = 0; gi_ < VNV(VT); gi_++) g[gi_] = OP(h[gi_], g[gi_])
 
 /* The 16 lanes of a group (float or int lanes) folded to one value through
  * the same tree on every ISA: lane j with lane j+8, then j+4, j+2, j+1;
@@ -180,5 +175,14 @@ typedef float vf4_t __attribute__((vector_size(16)));
 #define G_FOLD_vf4_t(g, OP) VFOLD4_(OP(OP(g[3], g[1]), OP(g[2], g[0])), OP)
 #define G_FOLD_(VT, g, OP) G_FOLD_##VT(g, OP)
 #define G_FOLD(VT, g, OP) G_FOLD_(VT, g, OP)
+/* The four groups g##0..g##3 (64 lanes) folded the same way, after
+ * OP(OP(g3, g1), OP(g2, g0)) lane by lane; the groups are left as they are. */
+#define G_FOLD4(VT, g, OP)                                                      \
+  ({                                                                            \
+    __typeof__(g##0[0]) f4_[VNV(VT)];                                           \
+    for (int gi_ = 0; gi_ < VNV(VT); gi_++)                                     \
+      f4_[gi_] = OP(OP(g##3[gi_], g##1[gi_]), OP(g##2[gi_], g##0[gi_]));        \
+    G_FOLD(VT, f4_, OP);                                                        \
+  })
 
 #endif
