@@ -33,10 +33,9 @@
  * itself). The sum is finite unless the run holds a NaN or an infinity (or
  * overflows); then the run is scanned for a NaN exactly. */
 #define ADD_OF(h, g) ((h) + (g))
-#define SUM_IS_FINITE(VT, s0, s1)                                            \
+#define SUM_IS_FINITE(VT, s)                                                 \
   ({                                                                         \
-    G_ADD(VT, s0, s1);                                                       \
-    float t_ = G_FOLD(VT, s0, ADD_OF);                                       \
+    float t_ = G_FOLD(VT, s, ADD_OF);                                        \
     t_ - t_ == 0;                                                            \
   })
 #define ANY_NAN(LD, q, n)                                                    \
@@ -46,12 +45,18 @@
     any_;                                                                    \
   })
 
-/* The best of n >= 64 elements through the lanes; i ends at the tail. */
-#define MINMAX_ACC16(VT, g, s, VLD, p)                                       \
+/* 64 elements at p into the four groups a0..a3 and the one sum group s
+ * (one add chain step per block: with a sum group per max group the AVX2
+ * clone ran out of its 16 registers and kept the sums on the stack). */
+#define MINMAX_BLOCK64(VT, VLD, p)                                           \
   for (int gi_ = 0; gi_ < VNV(VT); gi_++) {                                  \
-    VT x_ = VLD(VT, (p) + gi_ * VW(VT));                                     \
-    s[gi_] += x_;                                                            \
-    g[gi_] = mx ? VMAXF(VT, x_, g[gi_]) : VMINF(VT, x_, g[gi_]);             \
+    VT x0_ = VLD(VT, (p) + gi_ * VW(VT)), x1_ = VLD(VT, (p) + 16 + gi_ * VW(VT)); \
+    VT x2_ = VLD(VT, (p) + 32 + gi_ * VW(VT)), x3_ = VLD(VT, (p) + 48 + gi_ * VW(VT)); \
+    s[gi_] += (x0_ + x1_) + (x2_ + x3_);                                     \
+    a0[gi_] = mx ? VMAXF(VT, x0_, a0[gi_]) : VMINF(VT, x0_, a0[gi_]);        \
+    a1[gi_] = mx ? VMAXF(VT, x1_, a1[gi_]) : VMINF(VT, x1_, a1[gi_]);        \
+    a2[gi_] = mx ? VMAXF(VT, x2_, a2[gi_]) : VMINF(VT, x2_, a2[gi_]);        \
+    a3[gi_] = mx ? VMAXF(VT, x3_, a3[gi_]) : VMINF(VT, x3_, a3[gi_]);        \
   }
 #define DEF_MINMAX(NAME, T, LD, VLD, VT, ISA)                                \
   static HPU_ATTR_##ISA float NAME##_##ISA(const void *pv, int64_t n, int mx, \
@@ -62,16 +67,10 @@
     int finite = 1;                                                          \
     if (n >= 64) {                                                           \
       G_DECL4(VT, a, r);                                                     \
-      G_DECL(VT, s0, 0);                                                     \
-      G_DECL(VT, s1, 0);                                                     \
-      for (; i + 64 <= n; i += 64) {                                         \
-        MINMAX_ACC16(VT, a0, s0, VLD, q + i);                                \
-        MINMAX_ACC16(VT, a1, s1, VLD, q + i + 16);                           \
-        MINMAX_ACC16(VT, a2, s0, VLD, q + i + 32);                           \
-        MINMAX_ACC16(VT, a3, s1, VLD, q + i + 48);                           \
-      }                                                                      \
+      G_DECL(VT, s, 0);                                                      \
+      for (; i + 64 <= n; i += 64) MINMAX_BLOCK64(VT, VLD, q + i);           \
       r = G_FOLD4(VT, a, BEST_OF);                                           \
-      finite = SUM_IS_FINITE(VT, s0, s1);                                    \
+      finite = SUM_IS_FINITE(VT, s);                                         \
     }                                                                        \
     int isnan_ = 0;                                                          \
     for (; i < n; i++) {                                                     \
@@ -83,7 +82,8 @@
     return r;                                                                \
   }
 
-/* As MINMAX_ACC16, with each lane's index (ix) following its value. */
+/* One group g of 16 lanes (and its sum group s) as MINMAX_BLOCK64 does,
+ * with each lane's index (ix) following its value. */
 #define ARG_ACC16(VT, g, ix, pos, s, VLD, p)                                 \
   for (int gi_ = 0; gi_ < VNV(VT); gi_++) {                                  \
     VT x_ = VLD(VT, (p) + gi_ * VW(VT));                                     \
@@ -132,7 +132,8 @@
       ARG_CAND(VT, c2, a2, i2, b);                                           \
       ARG_CAND(VT, c3, a3, i3, b);                                           \
       best = G_FOLD4(VT, c, LOWER_OF);                                       \
-      finite = SUM_IS_FINITE(VT, s0, s1);                                    \
+      G_ADD(VT, s0, s1);                                                     \
+      finite = SUM_IS_FINITE(VT, s0);                                        \
     }                                                                        \
     int isnan_ = 0;                                                          \
     for (; i < n; i++) {                                                     \
