@@ -251,6 +251,86 @@ static void test_row_minmax_every_isa(void) {
   hpu_kernels_set_isa(HPU_ISA_AVX512);
 }
 
+/* a comes before b in a stable sort (desc: NaN first, then descending;
+ * else ascending, NaN last); equal values keep index order */
+static int ref_before(float a, int64_t ia, float b, int64_t ib, int desc) {
+  int an = a != a, bn = b != b;
+  if (an || bn) return an && bn ? ia < ib : desc ? an : bn;
+  if (a != b) return desc ? a > b : a < b;
+  return ia < ib;
+}
+
+/* topk with k much smaller than the row (the vectorised entry scan) over
+ * float32 and bfloat16 rows with ties, NaN (in the blocks and the tail),
+ * infinities and signed zeros, on every ISA: the indices of a stable
+ * sort's first k and their values bit for bit. */
+static void test_topk_rows_every_isa(void) {
+  static const int64_t lens[] = {64, 65, 100, 1000, 1030};
+  enum { ROWS = 4, KMAX = 5 };
+  uint32_t seed = 99;
+  for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+    int64_t L = lens[li];
+    float *x = malloc(sizeof(float) * ROWS * L);
+    uint16_t *xb = malloc(sizeof(uint16_t) * ROWS * L);
+    for (int64_t i = 0; i < ROWS * L; i++) {
+      seed = seed * 1664525u + 1013904223u;
+      x[i] = ((float)(seed >> 8) / 16777216.0f - 0.5f) * 100.0f;
+    }
+    /* row 1: ties among -3..3 with signed zeros; row 2: NaNs early, in the
+     * middle and last; row 3: infinities of both signs, repeated */
+    for (int64_t i = 0; i < L; i++) x[L + i] = (float)((int)x[L + i] % 4) * (i % 5 ? 1.0f : -0.0f);
+    x[2 * L + 3] = x[2 * L + L / 2] = x[2 * L + L - 1] = NAN;
+    x[3 * L + 7] = x[3 * L + L - 2] = INFINITY;
+    x[3 * L + 9] = x[3 * L + L / 3] = -INFINITY;
+    to_bf16(x, xb, x, ROWS * L); /* x now holds the bf16 values exactly */
+    for (int dt = 0; dt < 2; dt++)
+      for (int desc = 0; desc < 2; desc++)
+        for (int64_t k = 1; k <= KMAX; k += KMAX - 1)
+          for (size_t v = 0; v < 3; v++) {
+            hpu_kernels_set_isa(isas[v]);
+            float vals[ROWS * KMAX];
+            uint16_t valsb[ROWS * KMAX];
+            int64_t at[ROWS * KMAX];
+            hpu_node_t n = node(HPU_OP_SORT);
+            n.num_inputs = 1;
+            n.num_outputs = 2;
+            n.inputs[0] = T2(dt ? (void *)xb : (void *)x, dt ? HPU_BFLOAT16 : HPU_FLOAT32, ROWS, L);
+            n.outputs[0] = T2(dt ? (void *)valsb : (void *)vals, dt ? HPU_BFLOAT16 : HPU_FLOAT32, ROWS, k);
+            n.outputs[1] = T2(at, HPU_INT64, ROWS, k);
+            n.params.nn.i[0] = 1;
+            n.params.nn.i[1] = desc;
+            n.params.nn.i[2] = k;
+            CU_ASSERT_EQUAL_FATAL(run(&n), HPU_SUCCESS);
+            for (int r = 0; r < ROWS; r++) {
+              const float *xr = x + r * L;
+              int64_t prev = -1;
+              for (int64_t j = 0; j < k; j++) {
+                /* the j-th of the stable order: the best element after prev */
+                int64_t want = -1;
+                for (int64_t i = 0; i < L; i++) {
+                  if (prev >= 0 && !ref_before(xr[prev], prev, xr[i], i, desc)) continue;
+                  if (want < 0 || ref_before(xr[i], i, xr[want], want, desc)) want = i;
+                }
+                prev = want;
+                if (at[r * k + j] != want)
+                  fprintf(stderr, "\nL=%lld dt=%d desc=%d k=%lld isa=%d row=%d #%lld: index %lld != %lld\n",
+                          (long long)L, dt, desc, (long long)k, (int)isas[v], r, (long long)j,
+                          (long long)at[r * k + j], (long long)want);
+                CU_ASSERT_EQUAL(at[r * k + j], want);
+                if (dt) {
+                  CU_ASSERT_EQUAL(valsb[r * k + j], xb[r * L + want]);
+                } else {
+                  CU_ASSERT_EQUAL(memcmp(&vals[r * k + j], &xr[want], sizeof(float)), 0);
+                }
+              }
+            }
+          }
+    free(x);
+    free(xb);
+  }
+  hpu_kernels_set_isa(HPU_ISA_AVX512);
+}
+
 /* Column sums of tall [rows, cols] planes (bias gradients): the row-group
  * path (rows >= 4096) and the column-block path match a double reference,
  * and 1, 2 and 3 threads give the same bits. */
@@ -520,6 +600,7 @@ int main(void) {
   CU_add_test(s, "row sums: same bits on every ISA", test_row_sums_same_bits_every_isa);
   CU_add_test(s, "column sums: any thread count", test_column_sums_any_thread_count);
   CU_add_test(s, "row max/min and their index: every ISA, NaN, infinities, ties", test_row_minmax_every_isa);
+  CU_add_test(s, "topk rows (k << n): every ISA, ties, NaN, infinities", test_topk_rows_every_isa);
   CU_add_test(s, "argmax and cumsum", test_argmax_cumsum);
   CU_add_test(s, "softmax of equal values", test_softmax_equal);
   CU_add_test(s, "softmax rows: same bits on every ISA", test_softmax_rows_same_bits_every_isa);
