@@ -487,7 +487,7 @@ static inline item_t load_item(const char *p, int64_t j, int64_t s_in, hpu_dtype
 static void select_first_k(item_t *buf, const char *p, int64_t s_in, hpu_dtype_t dt, int ints,
                            int64_t n, int64_t k, int desc) {
   /* float32 and bfloat16 rows skip, vectorised, to the next item that enters */
-  int skip = (dt == HPU_FLOAT32 || dt == HPU_BFLOAT16) && s_in == (int64_t)hpu_dtype_size(dt);
+  int skip = hpu_nn_row_dtype(dt) && s_in == (int64_t)hpu_dtype_size(dt);
   int64_t cnt = 0;
   for (int64_t j = 0; j < n; j++) {
     if (skip && cnt == k) {

@@ -20,9 +20,6 @@
 #include "kernels/nn_util.h"
 #include "kernels/v16.h"
 
-#define LD_F32(x) (x)
-#define LD_BF16(x) hpu_cvt_bf16_f32(x)
-
 /* the better of h and g lane by lane (g on ties), by the caller's mx */
 #define BEST_OF(h, g) (mx ? VMAX_GT(h, g) : VMIN_LT(h, g))
 /* the smaller of two index vectors */

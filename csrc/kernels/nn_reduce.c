@@ -124,8 +124,6 @@ static void kept_offsets(const red_t *r, int64_t m, int64_t *in_off, int64_t *ou
 
 /* Vectorised sums over contiguous runs ------------------------------------- */
 
-#define LD_F32(x) (x)
-#define LD_BF16(x) hpu_cvt_bf16_f32(x)
 #define SQ_ID(v) (v)
 #define SQ_SQ(v) ((v) * (v))
 #define SQ_ABS(v) fabsf(v)
@@ -270,13 +268,11 @@ static void acc_merge(const red_t *r, acc_t *a, const acc_t *b) {
   }
 }
 
-static int fast_dtype(hpu_dtype_t dt) { return dt == HPU_FLOAT32 || dt == HPU_BFLOAT16; }
-
 /* Feeds a run of n elements at p (byte stride st) into a. */
 static void acc_run(const red_t *r, acc_t *a, const char *p, int64_t st, int64_t n, int pass) {
   hpu_dtype_t dt = r->dti;
   int64_t es = (int64_t)hpu_dtype_size(dt);
-  int contig = st == es && fast_dtype(dt);
+  int contig = st == es && hpu_nn_row_dtype(dt);
   switch (r->kind) {
     case HPU_REDUCE_SUM: case HPU_REDUCE_MEAN:
       if (r->imode) {
@@ -417,7 +413,7 @@ static int two_pass(const red_t *r) { return r->kind == HPU_REDUCE_VAR || r->kin
 static int rows_fast(const red_t *r) {
   return (r->kind == HPU_REDUCE_SUM || r->kind == HPU_REDUCE_MEAN || r->kind == HPU_REDUCE_AMAX ||
           r->kind == HPU_REDUCE_AMIN) && !r->imode &&
-         fast_dtype(r->dti) && r->nr == 1 && r->rin[0] == (int64_t)hpu_dtype_size(r->dti) &&
+         hpu_nn_row_dtype(r->dti) && r->nr == 1 && r->rin[0] == (int64_t)hpu_dtype_size(r->dti) &&
          r->nk <= 1;
 }
 
@@ -505,8 +501,8 @@ static colsum_fn pick_colsum(hpu_dtype_t dt) {
 
 static int cols_fast(const red_t *r) {
   int64_t es = (int64_t)hpu_dtype_size(r->dti);
-  return (r->kind == HPU_REDUCE_SUM || r->kind == HPU_REDUCE_MEAN) && !r->imode && fast_dtype(r->dti) &&
-         r->nk >= 1 && r->ksz[0] >= 16 && r->kin[0] == es && r->kout[0][0] == (int64_t)hpu_dtype_size(r->dto[0]) &&
+  return (r->kind == HPU_REDUCE_SUM || r->kind == HPU_REDUCE_MEAN) && !r->imode &&
+         hpu_nn_row_dtype(r->dti) && r->nk >= 1 && r->ksz[0] >= 16 && r->kin[0] == es && r->kout[0][0] == (int64_t)hpu_dtype_size(r->dto[0]) &&
          r->nr == 1 && r->rsz[0] > 1 && r->rin[0] >= r->ksz[0] * es;
 }
 
@@ -697,7 +693,7 @@ static void argreduce_rows(void *ctx, int64_t begin, int64_t end) {
   const red_t *r = ctx;
   int mx = r->kind == HPU_REDUCE_AMAX;
   int64_t n = r->rsz[0], st = r->rin[0];
-  int contig = !r->imode && fast_dtype(r->dti) && st == (int64_t)hpu_dtype_size(r->dti);
+  int contig = !r->imode && hpu_nn_row_dtype(r->dti) && st == (int64_t)hpu_dtype_size(r->dti);
   for (int64_t m = begin; m < end; m++) {
     int64_t io, oo[2];
     kept_offsets(r, m, &io, oo);

@@ -29,6 +29,9 @@ hpu_status_t hpu_nn_embedding_backward(const hpu_node_t *node);
 hpu_status_t hpu_nn_index(const hpu_node_t *node);
 void hpu_nn_sort(const hpu_node_t *node);
 
+/* The dtypes of the vectorised row functions (hpu_nn_run_*, the row sums). */
+static inline int hpu_nn_row_dtype(hpu_dtype_t dt) { return dt == HPU_FLOAT32 || dt == HPU_BFLOAT16; }
+
 /* Over n contiguous float32 or bfloat16 elements at p (nn_minmax.c): the
  * max (mx) or min, *nan set when one is NaN; and the index of the first
  * max or min (of the first NaN when there is one). */

@@ -22,6 +22,8 @@
 
 #include <stdint.h>
 
+#include "kernels/cvt.h"
+
 typedef float vf16_t __attribute__((vector_size(64)));
 typedef float vf8_t __attribute__((vector_size(32)));
 typedef float vf4_t __attribute__((vector_size(16)));
@@ -33,6 +35,9 @@ typedef float vf4_t __attribute__((vector_size(16)));
 #define VNV(VT) (64 / (int)sizeof(VT))
 #define VW(VT) ((int)sizeof(VT) / 4)
 
+/* one element as float (LD_*) and a native vector of them (VLD_*) */
+#define LD_F32(x) (x)
+#define LD_BF16(x) hpu_cvt_bf16_f32(x)
 #define VLD_F32(VT, p)                     \
   ({                                       \
     VT v_;                                 \
