@@ -92,9 +92,15 @@ static void test_reduce_ranges(void) {
   hpu_kernels_set_isa(HPU_ISA_AVX512);
 }
 
-/* The documented order of a contiguous float sum (nn_reduce.c): 64 float
- * lanes per block of 4096, folded j += j+32, j += j+16, j += j+8, then the
- * tail and lanes 0..7 in order, each block's total added into a double. */
+/* n pseudo-random floats (u - centre) * width, u uniform in [0, 1), from a
+ * linear congruential generator: the same data on every run and machine. */
+static void fill_random(float *x, int64_t n, uint32_t *seed, float centre, float width) {
+  for (int64_t i = 0; i < n; i++) {
+    *seed = *seed * 1664525u + 1013904223u;
+    x[i] = ((float)(*seed >> 8) / 16777216.0f - centre) * width;
+  }
+}
+
 /* bf16 by truncation (keeps NaN, infinities and order): xb the bf16 bits,
  * xbf the same values as floats (may be x itself). */
 static void to_bf16(const float *x, uint16_t *xb, float *xbf, int64_t n) {
@@ -119,6 +125,9 @@ static hpu_node_t row_reduce(void *x, hpu_dtype_t dt, int64_t rows, int64_t L, v
   return n;
 }
 
+/* The documented order of a contiguous float sum (nn_reduce.c): 64 float
+ * lanes per block of 4096, folded j += j+32, j += j+16, j += j+8, then the
+ * tail and lanes 0..7 in order, each block's total added into a double. */
 static double ordered_sum(const float *x, int64_t n, int absval) {
   double total = 0;
   for (int64_t b = 0; b < n; b += 4096) {
@@ -149,10 +158,7 @@ static void test_row_sums_same_bits_every_isa(void) {
     float *x = malloc(sizeof(float) * ROWS * L);
     uint16_t *xb = malloc(sizeof(uint16_t) * ROWS * L);
     float *xbf = malloc(sizeof(float) * ROWS * L); /* the bf16 values as floats */
-    for (int64_t i = 0; i < ROWS * L; i++) {
-      seed = seed * 1664525u + 1013904223u;
-      x[i] = ((float)(seed >> 8) / 16777216.0f - 0.5f) * 7.0f;
-    }
+    fill_random(x, ROWS * L, &seed, 0.5f, 7.0f);
     to_bf16(x, xb, xbf, ROWS * L);
     for (int dt = 0; dt < 2; dt++)
       for (int absval = 0; absval < 2; absval++)
@@ -191,10 +197,7 @@ static void test_row_minmax_every_isa(void) {
     int64_t L = lens[li];
     float *x = malloc(sizeof(float) * ROWS * L);
     uint16_t *xb = malloc(sizeof(uint16_t) * ROWS * L);
-    for (int64_t i = 0; i < ROWS * L; i++) {
-      seed = seed * 1664525u + 1013904223u;
-      x[i] = ((float)(seed >> 8) / 16777216.0f - 0.5f) * 100.0f;
-    }
+    fill_random(x, ROWS * L, &seed, 0.5f, 100.0f);
     /* row 1: a NaN early; row 2: a NaN last (the tail); row 3: +inf and
      * -inf; row 4: all -inf; row 5: ties among -1, -0, 0 and 1 */
     x[1 * L] = NAN;
@@ -272,10 +275,7 @@ static void test_topk_rows_every_isa(void) {
     int64_t L = lens[li];
     float *x = malloc(sizeof(float) * ROWS * L);
     uint16_t *xb = malloc(sizeof(uint16_t) * ROWS * L);
-    for (int64_t i = 0; i < ROWS * L; i++) {
-      seed = seed * 1664525u + 1013904223u;
-      x[i] = ((float)(seed >> 8) / 16777216.0f - 0.5f) * 100.0f;
-    }
+    fill_random(x, ROWS * L, &seed, 0.5f, 100.0f);
     /* row 1: ties among -3..3 with signed zeros; row 2: NaNs early, in the
      * middle and last; row 3: infinities of both signs, repeated */
     for (int64_t i = 0; i < L; i++) x[L + i] = (float)((int)x[L + i] % 4) * (i % 5 ? 1.0f : -0.0f);
@@ -341,10 +341,7 @@ static void test_column_sums_any_thread_count(void) {
     int64_t R = shapes[si][0], C = shapes[si][1];
     float *x = malloc(sizeof(float) * R * C);
     float *out = malloc(sizeof(float) * C), *first = malloc(sizeof(float) * C);
-    for (int64_t i = 0; i < R * C; i++) {
-      seed = seed * 1664525u + 1013904223u;
-      x[i] = (float)(seed >> 8) / 16777216.0f - 0.25f;
-    }
+    fill_random(x, R * C, &seed, 0.25f, 1.0f);
     for (int threads = 1; threads <= 3; threads++) {
       CU_ASSERT_EQUAL_FATAL(hpu_set_num_threads(threads), HPU_SUCCESS);
       hpu_node_t n = node(HPU_OP_REDUCE);
@@ -406,10 +403,7 @@ static void test_softmax_rows_same_bits_every_isa(void) {
     float *x = malloc(sizeof(float) * ROWS * L);
     float *y[3] = {malloc(sizeof(float) * ROWS * L), malloc(sizeof(float) * ROWS * L),
                    malloc(sizeof(float) * ROWS * L)};
-    for (int64_t i = 0; i < ROWS * L; i++) {
-      seed = seed * 1664525u + 1013904223u;
-      x[i] = ((float)(seed >> 8) / 16777216.0f - 0.5f) * 20.0f;
-    }
+    fill_random(x, ROWS * L, &seed, 0.5f, 20.0f);
     /* row 0: every third entry masked; row 2: a NaN (when L > 1) */
     for (int64_t i = 1; i < L; i += 3) x[i] = i % 2 ? -INFINITY : -1e4f;
     if (L > 1) x[2 * L + L / 2] = NAN;
