@@ -1223,7 +1223,19 @@ static int64_t splitk_chunks(const hpu_gemm_t *g, int kernel, int64_t nbatch) {
   return 2;
 }
 
+/* Can this CPU (under the ISA cap) run the kernel? A caller passing one
+ * that it cannot run gets -1 and falls back, instead of SIGILL. */
+static int runnable(int kernel) {
+  switch (kernel) {
+    case HPU_GEMM_F32FMA: return hpu_kernels_isa() >= HPU_ISA_AVX512;
+    case HPU_GEMM_BF16DOT: return hpu_gemm_have_bf16dot();
+    case HPU_GEMM_AMXBF16: return hpu_gemm_have_amx();
+    default: return 0;
+  }
+}
+
 int hpu_gemm_run_batched(const hpu_gemm_t *g, int kernel, int64_t nbatch, const int64_t *offs) {
+  if (!runnable(kernel)) return -1;
   if (kernel == HPU_GEMM_AMXBF16) return amx_run(g, nbatch, offs);
   plan_t P;
   memset(&P, 0, sizeof P);

@@ -35,13 +35,14 @@ enum {
 int hpu_gemm_choose(const hpu_gemm_t *g);
 
 /* Runs g with kernel `kernel` (from hpu_gemm_choose); multithreaded over the
- * kernel pool. Returns 0 on success, -1 if out of host memory (nothing written). */
+ * kernel pool. Returns 0 on success, -1 if out of host memory or if this CPU
+ * cannot run that kernel (nothing written either way). */
 int hpu_gemm_run(const hpu_gemm_t *g, int kernel);
 
 /* nbatch products of g's shape: batch b reads a + offs[3b], b + offs[3b + 1]
  * and writes c + offs[3b + 2] (byte offsets; offs may be NULL when nbatch is
- * 1). Many batches run one whole product per thread. Returns 0, or -1 if out
- * of host memory (nothing written). */
+ * 1). Many batches run one whole product per thread. Returns 0, or -1 as
+ * hpu_gemm_run (nothing written). */
 int hpu_gemm_run_batched(const hpu_gemm_t *g, int kernel, int64_t nbatch, const int64_t *offs);
 
 /* Testing: force a kernel for every call (HPU_GEMM_AUTO restores the

@@ -114,16 +114,25 @@ static void check(const mm_case_t *c, hpu_dtype_t dt, int ints) {
   CU_ASSERT_EQUAL_FATAL(run(&nd), HPU_SUCCESS);
 
   double eps = dt == HPU_FLOAT32 ? 1.2e-7 : dt == HPU_BFLOAT16 ? 3.9e-3 : 4.9e-4;
+  /* The reference reads A and B converted to double once, B by columns:
+   * this loop runs unoptimised under the sanitizers, and converting every
+   * element in it took 5 of the 6 minutes of this file on a 2-core Zen 3. */
+  double *Ad = malloc(sizeof(double) * (size_t)alen), *Bt = malloc(sizeof(double) * (size_t)(K * N));
+  CU_ASSERT_FATAL(Ad != NULL && Bt != NULL);
+  for (int64_t i = 0; i < alen; i++) Ad[i] = getf(A, dt, i);
+  for (int64_t l = 0; l < K; l++)
+    for (int64_t j = 0; j < N; j++) Bt[j * K + l] = getf(B, dt, l * tb.strides[0] + j * tb.strides[1]);
   int bad = 0;
   for (int64_t b = 0; b < BT; b++)
     for (int64_t i = 0; i < M; i++)
       for (int64_t j = 0; j < N; j++) {
         double acc = 0, mag = 0;
+        const double *arow = Ad + b * ta.strides[0] + i * ta.strides[1], *bcol = Bt + j * K;
+        int64_t as2 = ta.strides[2];
         for (int64_t l = 0; l < K; l++) {
-          double x = getf(A, dt, b * ta.strides[0] + i * ta.strides[1] + l * ta.strides[2]);
-          double y = getf(B, dt, l * tb.strides[0] + j * tb.strides[1]);
-          acc += x * y;
-          mag += fabs(x * y);
+          double xy = arow[l * as2] * bcol[l];
+          acc += xy;
+          mag += fabs(xy);
         }
         double want = c->alpha * acc;
         mag *= fabs(c->alpha);
@@ -145,6 +154,8 @@ static void check(const mm_case_t *c, hpu_dtype_t dt, int ints) {
       }
   if (bad) case_fails++;
   CU_ASSERT_EQUAL(bad, 0);
+  free(Ad);
+  free(Bt);
   free(A);
   free(B);
   free(Cb);
@@ -263,6 +274,7 @@ static void test_split_k(void) {
   }
   /* A^T @ B with m = n = 200, k = 2047, alpha 1.5, beta 0.25 */
   int64_t m = 200, n = 200, k = 2047;
+  int avx512 = hpu_kernels_isa() >= HPU_ISA_AVX512;
   float *a = malloc(sizeof(float) * (size_t)(m * k)), *b = malloc(sizeof(float) * (size_t)(k * n));
   float *c0 = malloc(sizeof(float) * (size_t)(m * n)), *c[2];
   for (int64_t i = 0; i < m * k; i++) a[i] = rnd(0);
@@ -273,9 +285,14 @@ static void test_split_k(void) {
     memcpy(c[nt - 1], c0, sizeof(float) * (size_t)(m * n));
     hpu_gemm_t g = {m, n, k, a, 1, m, b, n, 1, c[nt - 1], n, 1, HPU_FLOAT32, 1.5f, 0.25f};
     hpu_set_num_threads(nt);
-    CU_ASSERT_EQUAL(hpu_gemm_run(&g, HPU_GEMM_F32FMA), 0);
+    /* without AVX-512 the kernel is refused (-1, nothing written), not run */
+    CU_ASSERT_EQUAL(hpu_gemm_run(&g, HPU_GEMM_F32FMA), avx512 ? 0 : -1);
   }
-  CU_ASSERT_EQUAL(memcmp(c[0], c[1], sizeof(float) * (size_t)(m * n)), 0);
+  if (avx512) {
+    CU_ASSERT_EQUAL(memcmp(c[0], c[1], sizeof(float) * (size_t)(m * n)), 0);
+  } else {
+    CU_ASSERT_EQUAL(memcmp(c[0], c0, sizeof(float) * (size_t)(m * n)), 0);
+  }
   free(a);
   free(b);
   free(c0);
