@@ -240,6 +240,26 @@ def test_large_contiguous(dtype, fallback_counts):
     assert fallback_counts() == {}
 
 
+def test_add_mul_streamed_outputs(fallback_counts):
+    """float32 add / sub / mul with an output of 16 MiB or more write it with
+    non-temporal stores (binary.c, an AVX-512 and an AVX2 body): bit for bit
+    as PyTorch, with a misaligned start (the scalar head), an odd tail, a
+    scalar operand, alpha and out=; and in place, which keeps normal stores."""
+    n = (1 << 22) + 37
+    x, y = make(n + 3, torch.float32, seed=1), make(n + 3, torch.float32, seed=2)
+    xs, ys = x[3:], y[3:]  # 12 bytes past a 64-byte boundary
+    hx, hy = x.to("hpu")[3:], y.to("hpu")[3:]
+    for fn in (lambda a, b: a + b, lambda a, b: a * b, lambda a, b: torch.sub(a, b, alpha=0.3),
+               lambda a, b: torch.add(a, b, alpha=-1.7), lambda a, b: a * 2.5, lambda a, b: a + 0.1):
+        assert_close_to_cpu(fn(hx, hy), fn(xs, ys), **EXACT)
+    ho = torch.empty(n, device="hpu")
+    torch.add(hx, hy, out=ho)
+    assert_close_to_cpu(ho, xs + ys, **EXACT)
+    hx.mul_(hy)
+    assert_close_to_cpu(hx, xs * ys, **EXACT)
+    assert fallback_counts() == {}
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_gelu_erf_rational(dtype, fallback_counts):
     """gelu (erf form) runs a rational erf clamped at |x / sqrt(2)| = 3.925:
