@@ -94,6 +94,53 @@ static HPU_ATTR_avx512 void philox_many_avx512(uint32_t k0, uint32_t k1, uint64_
   }
   philox_many_scalar(k0, k1, counter + (uint64_t)b0, nb - b0, out + 4 * b0);
 }
+
+/* The same on 8 counters with AVX2 (no unsigned compare: the carry into the
+ * high word is a signed compare of sign-flipped words). */
+static HPU_ATTR_avx2 inline __m256i mulhi_epu32_avx2(__m256i a, __m256i m) {
+  __m256i even = _mm256_srli_epi64(_mm256_mul_epu32(a, m), 32);
+  __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), m);
+  return _mm256_blend_epi32(even, odd, 0xAA);
+}
+
+static HPU_ATTR_avx2 void philox_many_avx2(uint32_t k0, uint32_t k1, uint64_t counter, int64_t nb,
+                                            uint32_t *out) {
+  const __m256i m0 = _mm256_set1_epi32((int)PHILOX_M0), m1 = _mm256_set1_epi32((int)PHILOX_M1);
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i sign = _mm256_set1_epi32(INT32_MIN);
+  int64_t b0 = 0;
+  for (; b0 + 8 <= nb; b0 += 8) {
+    uint64_t base = counter + (uint64_t)b0;
+    __m256i blo = _mm256_set1_epi32((int)(uint32_t)base), bhi = _mm256_set1_epi32((int)(uint32_t)(base >> 32));
+    __m256i c0 = _mm256_add_epi32(blo, lane);
+    /* all ones where c0 < blo unsigned (the low word wrapped) */
+    __m256i wrapped = _mm256_cmpgt_epi32(_mm256_xor_si256(blo, sign), _mm256_xor_si256(c0, sign));
+    __m256i c1 = _mm256_sub_epi32(bhi, wrapped);
+    __m256i c2 = _mm256_setzero_si256(), c3 = _mm256_setzero_si256();
+    uint32_t a = k0, b = k1;
+    for (int r = 0; r < 10; r++) {
+      __m256i h0 = mulhi_epu32_avx2(c0, m0), l0 = _mm256_mullo_epi32(c0, m0);
+      __m256i h1 = mulhi_epu32_avx2(c2, m1), l1 = _mm256_mullo_epi32(c2, m1);
+      c0 = _mm256_xor_si256(_mm256_xor_si256(h1, c1), _mm256_set1_epi32((int)a));
+      c1 = l1;
+      c2 = _mm256_xor_si256(_mm256_xor_si256(h0, c3), _mm256_set1_epi32((int)b));
+      c3 = l0;
+      a += PHILOX_W0;
+      b += PHILOX_W1;
+    }
+    /* u[q] holds, in 128-bit lane L, block 4L + q (as in the AVX-512 form) */
+    __m256i t0 = _mm256_unpacklo_epi32(c0, c1), t1 = _mm256_unpackhi_epi32(c0, c1);
+    __m256i t2 = _mm256_unpacklo_epi32(c2, c3), t3 = _mm256_unpackhi_epi32(c2, c3);
+    uint32_t u[4][8];
+    _mm256_storeu_si256((__m256i *)u[0], _mm256_unpacklo_epi64(t0, t2));
+    _mm256_storeu_si256((__m256i *)u[1], _mm256_unpackhi_epi64(t0, t2));
+    _mm256_storeu_si256((__m256i *)u[2], _mm256_unpacklo_epi64(t1, t3));
+    _mm256_storeu_si256((__m256i *)u[3], _mm256_unpackhi_epi64(t1, t3));
+    for (int L = 0; L < 2; L++)
+      for (int q = 0; q < 4; q++) memcpy(out + 4 * (b0 + 4 * L + q), &u[q][4 * L], 16);
+  }
+  philox_many_scalar(k0, k1, counter + (uint64_t)b0, nb - b0, out + 4 * b0);
+}
 #endif
 
 typedef void (*philox_many_fn)(uint32_t, uint32_t, uint64_t, int64_t, uint32_t *);
@@ -101,6 +148,7 @@ typedef void (*philox_many_fn)(uint32_t, uint32_t, uint64_t, int64_t, uint32_t *
 static philox_many_fn pick_philox_many(void) {
 #if HPU_HAVE_ISA_CLONES
   if (hpu_kernels_isa() == HPU_ISA_AVX512) return philox_many_avx512;
+  if (hpu_kernels_isa() == HPU_ISA_AVX2) return philox_many_avx2;
 #endif
   return philox_many_scalar;
 }

@@ -769,22 +769,29 @@ static void test_rng_stream_spec(void) {
   enum { N = 10007 }; /* several batches and a partial one */
   uint64_t seed = 0x123456789abcdefULL, off = 77;
   float *u = malloc(N * sizeof *u);
-  hpu_node_t n = rng_node(HPU_OP_RNG_UNIFORM, T1(u, HPU_FLOAT32, N), seed, off, -1, 3);
-  CU_ASSERT_EQUAL(run(&n), HPU_SUCCESS);
-  int bad = 0;
-  for (int64_t i = 0; i < N; i++) {
-    float x = (float)(spec_word(seed, off, (uint64_t)i) >> 8) * 0x1p-24f;
-    bad += u[i] != x * 4.0f + -1.0f;
+  hpu_node_t n;
+  /* Every ISA's block function: 16 counters at once (AVX-512), 8 (AVX2),
+   * one (portable). */
+  for (int isa = 0; isa < 3; isa++) {
+    hpu_kernels_set_isa(all_isas[isa]);
+    n = rng_node(HPU_OP_RNG_UNIFORM, T1(u, HPU_FLOAT32, N), seed, off, -1, 3);
+    CU_ASSERT_EQUAL(run(&n), HPU_SUCCESS);
+    int bad = 0;
+    for (int64_t i = 0; i < N; i++) {
+      float x = (float)(spec_word(seed, off, (uint64_t)i) >> 8) * 0x1p-24f;
+      bad += u[i] != x * 4.0f + -1.0f;
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    /* An offset just below 2^32: the vector paths must carry into the
+     * counter's high word mid-vector, as the scalar block does. */
+    uint64_t off_wrap = 0xfffffffaULL;
+    n = rng_node(HPU_OP_RNG_UNIFORM, T1(u, HPU_FLOAT32, N), seed, off_wrap, 0, 1);
+    CU_ASSERT_EQUAL(run(&n), HPU_SUCCESS);
+    bad = 0;
+    for (int64_t i = 0; i < N; i++) bad += u[i] != (float)(spec_word(seed, off_wrap, (uint64_t)i) >> 8) * 0x1p-24f;
+    CU_ASSERT_EQUAL(bad, 0);
   }
-  CU_ASSERT_EQUAL(bad, 0);
-  /* An offset just below 2^32: the 16-counter vector path must carry into
-   * the counter's high word mid-vector, as the scalar block does. */
-  uint64_t off_wrap = 0xfffffffaULL;
-  n = rng_node(HPU_OP_RNG_UNIFORM, T1(u, HPU_FLOAT32, N), seed, off_wrap, 0, 1);
-  CU_ASSERT_EQUAL(run(&n), HPU_SUCCESS);
-  bad = 0;
-  for (int64_t i = 0; i < N; i++) bad += u[i] != (float)(spec_word(seed, off_wrap, (uint64_t)i) >> 8) * 0x1p-24f;
-  CU_ASSERT_EQUAL(bad, 0);
+  hpu_kernels_set_isa(HPU_ISA_AVX512);
   n = rng_node(HPU_OP_RNG_UNIFORM, T1(u, HPU_FLOAT32, N), seed, off, -1, 3);
   CU_ASSERT_EQUAL(run(&n), HPU_SUCCESS);
   /* Same (seed, offset) -> same values, through a transposed output: element
