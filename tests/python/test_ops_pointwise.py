@@ -273,7 +273,15 @@ def test_gelu_erf_rational(dtype, fallback_counts):
     h = x.to("hpu")
     f = torch.nn.functional.gelu
     assert_close_to_cpu(f(h), f(x), **tol(dtype, False))
-    assert torch.equal(f(h).cpu().signbit(), f(x).signbit())  # -0 where PyTorch's underflows
+    # -0 where the product underflows at negative x, as PyTorch's AVX-512
+    # kernel gives; its AVX2 kernel gives +0 there (seen on a Zen 3 host), so
+    # on such a host the zeros' sign is checked against the rule itself.
+    got = f(h).cpu()
+    if torch.backends.cpu.get_cpu_capability() == "AVX512":
+        assert torch.equal(got.signbit(), f(x).signbit())
+    else:
+        zeros = got == 0
+        assert torch.equal(got[zeros].signbit(), x[zeros] < 0)
     for n in (1, 15, 17, 33, 1023):
         assert_close_to_cpu(f(h[:n]), f(x[:n]), **tol(dtype, False))
     m, mh = x[: 500 * 401].view(500, 401), h[: 500 * 401].view(500, 401)
