@@ -11,9 +11,11 @@
  *   cols: B[kk, j] at j*bcs + kk (nn.Linear's weight.T, Q @ K^T): a dot
  *         product of A with each contiguous column.
  * fp32 accumulation for every dtype, one rounding to C's dtype at the end (as
- * PyTorch's CPU). Parallel over (batch, block of columns) on the pool. */
+ * PyTorch's CPU). Parallel over (batch, block of columns) on the pool.
+ * AVX-512 and AVX2 forms; without either, the GEMM path (-1). */
 #include "kernels/gemv.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 #include "hpu/parallel.h"
@@ -37,6 +39,7 @@ typedef struct {
   const int64_t *offs;  /* byte offsets per batch (3 each) or NULL */
   int64_t blocks;       /* column blocks per batch */
   int cols_layout;
+  int avx512;           /* else the AVX2 forms */
 } gemv_job_t;
 
 static void store_result(const hpu_gemm_t *g, char *c, int64_t j, float acc) {
@@ -103,24 +106,97 @@ HPU_ATTR_avx512 static void cols_block(const hpu_gemm_t *g, const float *a, cons
     store_result(g, c, j, _mm512_reduce_add_ps(dot_acc(a, b + j * g->bcs * es, g->dt, g->k, es)));
 }
 
+/* AVX2 (CPUs without AVX-512): the same two layouts on 8-lane vectors.
+ * Rows: 64 columns per task (8 ymm accumulators), each column still summed
+ * over kk in order with one FMA per step, so its bits are those of the
+ * AVX-512 form; columns past a partial block's last full vector take the
+ * same FMA chain in scalar code. Cols: two 8-lane partial sums per column. */
+#define ATTR_AVX2_F16C __attribute__((target("avx2,fma,f16c")))
+#define ROW_BLOCK_AVX2 64
+
+ATTR_AVX2_F16C static inline __m256 load8_f32(const char *p, hpu_dtype_t dt) {
+  if (dt == HPU_FLOAT32) return _mm256_loadu_ps((const float *)p);
+  __m128i h = _mm_loadu_si128((const __m128i *)p);
+  if (dt == HPU_FLOAT16) return _mm256_cvtph_ps(h);
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+ATTR_AVX2_F16C static void rows_block_avx2(const hpu_gemm_t *g, const float *a, const char *b, char *c,
+                                           int64_t j0, int64_t j1) {
+  int64_t es = (int64_t)hpu_dtype_size(g->dt), rs = g->brs * es;
+  int nv = (int)((j1 - j0) / 8); /* full vectors */
+  const char *row = b + j0 * es;
+  float out[ROW_BLOCK_AVX2];
+  if (nv == ROW_BLOCK_AVX2 / 8) { /* the common full block, unrolled */
+    __m256 acc[ROW_BLOCK_AVX2 / 8];
+    for (int v = 0; v < ROW_BLOCK_AVX2 / 8; v++) acc[v] = _mm256_setzero_ps();
+    for (int64_t kk = 0; kk < g->k; kk++, row += rs) {
+      __m256 x = _mm256_set1_ps(a[kk]);
+      for (int v = 0; v < ROW_BLOCK_AVX2 / 8; v++)
+        acc[v] = _mm256_fmadd_ps(x, load8_f32(row + 8 * v * es, g->dt), acc[v]);
+    }
+    for (int v = 0; v < ROW_BLOCK_AVX2 / 8; v++) _mm256_storeu_ps(out + 8 * v, acc[v]);
+  } else {
+    for (int v = 0; v < nv; v++) {
+      __m256 acc = _mm256_setzero_ps();
+      const char *r = row + 8 * v * es;
+      for (int64_t kk = 0; kk < g->k; kk++, r += rs) acc = _mm256_fmadd_ps(_mm256_set1_ps(a[kk]), load8_f32(r, g->dt), acc);
+      _mm256_storeu_ps(out + 8 * v, acc);
+    }
+    for (int64_t j = j0 + 8 * nv; j < j1; j++) {
+      float acc = 0;
+      const char *r = b + j * es;
+      for (int64_t kk = 0; kk < g->k; kk++, r += rs) acc = fmaf(a[kk], hpu_load_f32(r, g->dt), acc);
+      out[j - j0] = acc;
+    }
+  }
+  for (int64_t j = j0; j < j1; j++) store_result(g, c, j, out[j - j0]);
+}
+
+ATTR_AVX2_F16C static void cols_block_avx2(const hpu_gemm_t *g, const float *a, const char *b, char *c,
+                                           int64_t j0, int64_t j1) {
+  int64_t es = (int64_t)hpu_dtype_size(g->dt), k = g->k;
+  for (int64_t j = j0; j < j1; j++) {
+    const char *col = b + j * g->bcs * es;
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    int64_t kk = 0;
+    for (; kk + 16 <= k; kk += 16) {
+      s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + kk), load8_f32(col + kk * es, g->dt), s0);
+      s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + kk + 8), load8_f32(col + (kk + 8) * es, g->dt), s1);
+    }
+    __m256 s = _mm256_add_ps(s0, s1);
+    __m128 q = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+    q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+    float acc = _mm_cvtss_f32(_mm_add_ss(q, _mm_movehdup_ps(q)));
+    for (; kk < k; kk++) acc = fmaf(a[kk], hpu_load_f32(col + kk * es, g->dt), acc);
+    store_result(g, c, j, acc);
+  }
+}
+
 static void run_tasks(void *ctx, int64_t begin, int64_t end) {
   const gemv_job_t *job = ctx;
   const hpu_gemm_t *g = job->g;
-  int64_t width = job->cols_layout ? COL_BLOCK : ROW_BLOCK;
+  int64_t width = job->cols_layout ? COL_BLOCK : job->avx512 ? ROW_BLOCK : ROW_BLOCK_AVX2;
   for (int64_t t = begin; t < end; t++) {
     int64_t bi = t / job->blocks, j0 = (t % job->blocks) * width;
     int64_t j1 = j0 + width < g->n ? j0 + width : g->n;
     const char *b = (const char *)g->b + (job->offs ? job->offs[3 * bi + 1] : 0);
     char *c = (char *)g->c + (job->offs ? job->offs[3 * bi + 2] : 0);
     const float *a = job->a + bi * g->k;
-    if (job->cols_layout) cols_block(g, a, b, c, j0, j1);
-    else rows_block(g, a, b, c, j0, j1);
+    if (!job->avx512) {
+      if (job->cols_layout) cols_block_avx2(g, a, b, c, j0, j1);
+      else rows_block_avx2(g, a, b, c, j0, j1);
+    } else if (job->cols_layout) {
+      cols_block(g, a, b, c, j0, j1);
+    } else {
+      rows_block(g, a, b, c, j0, j1);
+    }
   }
 }
 
 int hpu_gemv_run(const hpu_gemm_t *g, int64_t nbatch, const int64_t *offs) {
   if (g->m != 1 || g->n <= 0 || g->k <= 0 || nbatch <= 0) return -1;
-  if (hpu_kernels_isa() < HPU_ISA_AVX512) return -1;
+  if (hpu_kernels_isa() < HPU_ISA_AVX2) return -1;
   if (g->dt != HPU_FLOAT32 && g->dt != HPU_BFLOAT16 && g->dt != HPU_FLOAT16) return -1;
   int cols_layout;
   if (g->bcs == 1 || g->n == 1) cols_layout = 0;
@@ -134,8 +210,8 @@ int hpu_gemv_run(const hpu_gemm_t *g, int64_t nbatch, const int64_t *offs) {
     const char *src = (const char *)g->a + (offs ? offs[3 * bi] : 0);
     for (int64_t kk = 0; kk < g->k; kk++) a[bi * g->k + kk] = hpu_load_f32(src + kk * g->acs * es, g->dt);
   }
-  gemv_job_t job = {g, a, offs, 0, cols_layout};
-  int64_t width = cols_layout ? COL_BLOCK : ROW_BLOCK;
+  gemv_job_t job = {g, a, offs, 0, cols_layout, hpu_kernels_isa() >= HPU_ISA_AVX512};
+  int64_t width = cols_layout ? COL_BLOCK : job.avx512 ? ROW_BLOCK : ROW_BLOCK_AVX2;
   job.blocks = (g->n + width - 1) / width;
   /* About 32K multiply-adds per chunk: below that a hand-off to the pool
    * costs more than it saves. */
