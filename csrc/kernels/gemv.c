@@ -40,6 +40,7 @@ typedef struct {
   int64_t blocks;       /* column blocks per batch */
   int cols_layout;
   int avx512;           /* else the AVX2 forms */
+  int64_t width;        /* columns per task (by layout and ISA) */
 } gemv_job_t;
 
 static void store_result(const hpu_gemm_t *g, char *c, int64_t j, float acc) {
@@ -176,7 +177,7 @@ ATTR_AVX2_F16C static void cols_block_avx2(const hpu_gemm_t *g, const float *a, 
 static void run_tasks(void *ctx, int64_t begin, int64_t end) {
   const gemv_job_t *job = ctx;
   const hpu_gemm_t *g = job->g;
-  int64_t width = job->cols_layout ? COL_BLOCK : job->avx512 ? ROW_BLOCK : ROW_BLOCK_AVX2;
+  int64_t width = job->width;
   for (int64_t t = begin; t < end; t++) {
     int64_t bi = t / job->blocks, j0 = (t % job->blocks) * width;
     int64_t j1 = j0 + width < g->n ? j0 + width : g->n;
@@ -210,8 +211,9 @@ int hpu_gemv_run(const hpu_gemm_t *g, int64_t nbatch, const int64_t *offs) {
     const char *src = (const char *)g->a + (offs ? offs[3 * bi] : 0);
     for (int64_t kk = 0; kk < g->k; kk++) a[bi * g->k + kk] = hpu_load_f32(src + kk * g->acs * es, g->dt);
   }
-  gemv_job_t job = {g, a, offs, 0, cols_layout, hpu_kernels_isa() >= HPU_ISA_AVX512};
-  int64_t width = cols_layout ? COL_BLOCK : job.avx512 ? ROW_BLOCK : ROW_BLOCK_AVX2;
+  int avx512 = hpu_kernels_isa() >= HPU_ISA_AVX512;
+  int64_t width = cols_layout ? COL_BLOCK : avx512 ? ROW_BLOCK : ROW_BLOCK_AVX2;
+  gemv_job_t job = {g, a, offs, 0, cols_layout, avx512, width};
   job.blocks = (g->n + width - 1) / width;
   /* About 32K multiply-adds per chunk: below that a hand-off to the pool
    * costs more than it saves. */
