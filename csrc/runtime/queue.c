@@ -14,7 +14,15 @@
  *    the host would only wait; for a task the worker is running, it helps
  *    with the kernel's pool chunks, spins briefly, then sleeps on a condvar;
  *  - an idle worker that stays awake helps with the running kernel's pool
- *    chunks (the host may be running that kernel) instead of spinning idle.
+ *    chunks (the host may be running that kernel) instead of spinning idle;
+ *  - a push that finds the worker asleep while a pool worker is awake does
+ *    not wake it: the pool worker does, KICK_DELAY_NS later or before it
+ *    sleeps itself, unless the host has run the task in synchronize by then
+ *    (the common "op, then wait for it" step). Waking the worker there cost
+ *    the host a futex call and put a third busy thread on a 2-core box: the
+ *    woken worker took the pool worker's CPU while the host ran the kernel,
+ *    and the pool worker joined the kernel 9-15 us late (1M-element row
+ *    sums 0.75 of torch's speed with the wake, 0.93-0.97 without).
  *
  * A failing task leaves a sticky error on the card (first error wins, with
  * the worker's message); the next synchronize/query returns and clears it.
@@ -26,13 +34,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "hpu/metrics.h"
 #include "hpu/parallel.h"
 
 #include "runtime/runtime.h"
 
 #define WORKER_SPIN_NS 20000  /* worker: how long to wait for more work awake */
 #define SYNC_SPIN_NS 100000   /* synchronize: how long to stay awake before sleeping */
+/* How long a deferred wake waits for the host to run the task itself: a
+ * Python step from an op to synchronize takes a few microseconds. */
+#define KICK_DELAY_NS 30000
 
 typedef struct task {
   hpu_task_fn fn;
@@ -51,6 +64,7 @@ typedef struct queue {
   atomic_int running;       /* a task taken from the ring is running (at most one) */
   atomic_int has_error;
   int sleeping, waiters, stopping;
+  _Atomic uint64_t kick_at; /* a deferred wake of the sleeping worker: when (ns), or 0 */
   pthread_t thread;
   int device;
   hpu_status_t err;
@@ -61,6 +75,7 @@ static _Atomic(queue_t *) queues[HPU_MAX_CARDS];
 static pthread_mutex_t queues_mu = PTHREAD_MUTEX_INITIALIZER;
 static _Thread_local int worker_device = -1;
 static int atexit_registered;
+static atomic_int kicks; /* queues with a deferred wake */
 
 int hpu_queue_current_device(void) { return worker_device; }
 
@@ -88,11 +103,18 @@ static void run_task(queue_t *q, const task_t *t) {
 /* Called with q->mu held: the next task may start (none is running). */
 static int can_start(const queue_t *q) { return q->count > 0 && !atomic_load(&q->running); }
 
+/* Drops the queue's deferred wake, if any (nobody needs to be woken). */
+static void kick_clear(queue_t *q) {
+  if (atomic_load_explicit(&q->kick_at, memory_order_relaxed) && atomic_exchange(&q->kick_at, 0))
+    atomic_fetch_sub(&kicks, 1);
+}
+
 /* Called with q->mu held and can_start(q): takes the head task. */
 static task_t take_task(queue_t *q) {
   task_t t = q->ring[q->head];
   q->head = (q->head + 1) & (q->cap - 1);
   q->count--;
+  if (q->count == 0) kick_clear(q);
   atomic_store(&q->running, 1);
   atomic_fetch_add_explicit(&q->started, 1, memory_order_relaxed);
   return t;
@@ -138,6 +160,7 @@ static void *worker_main(void *p) {
          * remain (or exit began). */
         while (!can_start(q) && !(q->stopping && q->count == 0)) pthread_cond_wait(&q->work_cv, &q->mu);
         q->sleeping = 0;
+        kick_clear(q);
       }
       continue;
     }
@@ -209,6 +232,58 @@ static queue_t *queue_get(int device, int create, hpu_status_t *st) {
   return q;
 }
 
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Called with q->mu held by a push that found the worker asleep: leaves the
+ * wake to an awake pool worker (see the top of the file). Returns 0 when the
+ * caller must wake the worker itself. */
+static int defer_wake(queue_t *q) {
+  if (!hpu_parallel_worker_awake()) return 0;
+  uint64_t none = 0;
+  if (atomic_compare_exchange_strong(&q->kick_at, &none, now_ns() | 1)) {
+    atomic_fetch_add(&kicks, 1);
+    hpu_metric_add("queue_wake_deferred", 1);
+  }
+  /* The pool worker may have gone to sleep since the look above; it checks
+   * the kicks after announcing that (both sides seq_cst), so one of the two
+   * sees the other. */
+  if (hpu_parallel_worker_awake()) return 1;
+  kick_clear(q);
+  return 0;
+}
+
+int hpu_queue_kicks_due(void) {
+  if (!atomic_load_explicit(&kicks, memory_order_relaxed)) return 0;
+  uint64_t now = now_ns();
+  for (int i = 0; i < HPU_MAX_CARDS; i++) {
+    queue_t *q = atomic_load_explicit(&queues[i], memory_order_acquire);
+    uint64_t at = q ? atomic_load_explicit(&q->kick_at, memory_order_relaxed) : 0;
+    if (at && now - at >= KICK_DELAY_NS) return 1;
+  }
+  return 0;
+}
+
+void hpu_queue_kick(int all) {
+  if (!atomic_load(&kicks)) return;
+  uint64_t now = now_ns();
+  for (int i = 0; i < HPU_MAX_CARDS; i++) {
+    queue_t *q = atomic_load_explicit(&queues[i], memory_order_acquire);
+    if (!q) continue;
+    uint64_t at = atomic_load(&q->kick_at);
+    if (!at || (!all && now - at < KICK_DELAY_NS) || !atomic_compare_exchange_strong(&q->kick_at, &at, 0))
+      continue;
+    atomic_fetch_sub(&kicks, 1);
+    hpu_metric_add("queue_wake_by_pool", 1);
+    pthread_mutex_lock(&q->mu);
+    if (q->sleeping) pthread_cond_signal(&q->work_cv);
+    pthread_mutex_unlock(&q->mu);
+  }
+}
+
 hpu_status_t hpu_queue_push(int device, hpu_task_fn fn, void *arg, void (*release)(void *)) {
   hpu_status_t st;
   queue_t *q = queue_get(device, 1, &st);
@@ -235,7 +310,7 @@ hpu_status_t hpu_queue_push(int device, hpu_task_fn fn, void *arg, void (*releas
   q->ring[(q->head + q->count) & (q->cap - 1)] = t;
   q->count++;
   atomic_fetch_add_explicit(&q->submitted, 1, memory_order_relaxed);
-  if (q->sleeping) pthread_cond_signal(&q->work_cv);
+  if (q->sleeping && !defer_wake(q)) pthread_cond_signal(&q->work_cv);
   pthread_mutex_unlock(&q->mu);
   return HPU_SUCCESS;
 }

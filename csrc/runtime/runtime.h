@@ -45,6 +45,13 @@ void hpu_queue_drain(int device);
 hpu_status_t hpu_queue_query(int device);
 /* The card whose worker is the calling thread, or -1. */
 int hpu_queue_current_device(void);
+/* Deferred wakes of sleeping queue workers (queue.c), run by the pool's
+ * workers: 1 when one has waited its delay out; hpu_queue_kick wakes those
+ * workers (all of them, due or not, when `all`: the caller goes to sleep). */
+int hpu_queue_kicks_due(void);
+void hpu_queue_kick(int all);
+/* parallel.c: 1 when a pool worker is awake, and so will run the kicks. */
+int hpu_parallel_worker_awake(void);
 
 /* spin.c: bounded busy-waiting for the queue and the pool. Waits up to
  * budget_ns (0 when the process may use a single CPU: spinning there only

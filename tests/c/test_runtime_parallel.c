@@ -256,6 +256,51 @@ static void test_idle_queue_worker_helps(void) {
   CU_ASSERT(helped);
 }
 
+static atomic_int flag_runs;
+static hpu_status_t flag_task(void *arg) {
+  (void)arg;
+  atomic_fetch_add(&flag_runs, 1);
+  return HPU_SUCCESS;
+}
+
+static void spin_range(void *ctx, int64_t b, int64_t e) {
+  (void)ctx;
+  (void)b;
+  (void)e;
+  usleep(50);
+}
+
+/* A push that finds the queue worker asleep while a pool worker is awake
+ * leaves the wake to the pool worker (so that a synchronize right after can
+ * run the task on the host without a third busy thread). With nobody
+ * synchronizing, the task must still run: the pool worker wakes the queue
+ * worker after a short delay, or before it sleeps itself. */
+static void test_deferred_wake_still_runs(void) {
+  CU_ASSERT_EQUAL(hpu_set_num_threads(2), HPU_SUCCESS);
+  hpu_stream_t s;
+  CU_ASSERT_EQUAL_FATAL(hpu_stream_default(0, &s), HPU_SUCCESS);
+  int64_t deferred0 = hpu_metric_get("queue_wake_deferred");
+  int64_t woken0 = hpu_metric_get("queue_wake_by_pool");
+  int pushed = 0, late = 0;
+  for (int rep = 0; rep < 50 && hpu_metric_get("queue_wake_deferred") == deferred0; rep++) {
+    CU_ASSERT_EQUAL(hpu_stream_synchronize(s), HPU_SUCCESS);
+    usleep(5000);                                 /* the queue worker goes to sleep */
+    hpu_parallel_for(8, 2, spin_range, NULL);     /* a pool worker is awake after this */
+    int before = atomic_load(&flag_runs);
+    CU_ASSERT_EQUAL(hpu_stream_enqueue(s, flag_task, NULL, NULL), HPU_SUCCESS);
+    pushed++;
+    /* no synchronize: the task must run on its own */
+    double t0 = now_s();
+    while (atomic_load(&flag_runs) == before && now_s() - t0 < 2.0) usleep(100);
+    if (atomic_load(&flag_runs) == before) late++;
+  }
+  CU_ASSERT_EQUAL(late, 0);
+  CU_ASSERT(hpu_metric_get("queue_wake_deferred") > deferred0);
+  CU_ASSERT(hpu_metric_get("queue_wake_by_pool") > woken0);
+  CU_ASSERT_EQUAL(hpu_stream_synchronize(s), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(atomic_load(&flag_runs), pushed);
+}
+
 static void nop_range(void *ctx, int64_t b, int64_t e) {
   (void)ctx;
   (void)b;
@@ -284,6 +329,7 @@ int main(void) {
   CU_add_test(s, "forked child", test_fork_child);
   CU_add_test(s, "pending chunks", test_pending);
   CU_add_test(s, "an idle queue worker helps", test_idle_queue_worker_helps);
+  CU_add_test(s, "a deferred wake still runs the task", test_deferred_wake_still_runs);
   CU_add_test(s, "call overhead", test_overhead);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
