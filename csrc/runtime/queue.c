@@ -239,15 +239,19 @@ static uint64_t now_ns(void) {
 }
 
 /* Called with q->mu held by a push that found the worker asleep: leaves the
- * wake to an awake pool worker (see the top of the file). Returns 0 when the
- * caller must wake the worker itself. */
+ * wake to an awake pool worker (see the top of the file) if this is the only
+ * task waiting. Returns 0 when the caller must wake the worker itself. */
 static int defer_wake(queue_t *q) {
   if (!hpu_parallel_worker_awake()) return 0;
   uint64_t none = 0;
-  if (atomic_compare_exchange_strong(&q->kick_at, &none, now_ns() | 1)) {
-    atomic_fetch_add(&kicks, 1);
-    hpu_metric_add("queue_wake_deferred", 1);
+  if (!atomic_compare_exchange_strong(&q->kick_at, &none, now_ns() | 1)) {
+    /* A second push before anyone ran the first: the host is streaming
+     * ops rather than waiting for one, so the worker should start now. */
+    kick_clear(q);
+    return 0;
   }
+  atomic_fetch_add(&kicks, 1);
+  hpu_metric_add("queue_wake_deferred", 1);
   /* The pool worker may have gone to sleep since the look above; it checks
    * the kicks after announcing that (both sides seq_cst), so one of the two
    * sees the other. */
