@@ -1,4 +1,7 @@
 """torch.hpu device API: cards, current device, properties, streams, events."""
+import os
+import time
+
 import pytest
 import torch
 
@@ -102,6 +105,45 @@ def test_synchronize_and_stream_event_timing():
     s.synchronize()
     torch.hpu.synchronize()
     assert s.query()
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the kernel pool spins only with 2+ CPUs")
+def test_op_then_synchronize_defers_the_queue_wake():
+    """An op followed by synchronize runs on the host thread: the push
+    leaves the sleeping queue worker asleep while a pool worker is awake
+    (counted in queue_wake). An op nobody waits for still completes."""
+    import habana_torch.core as htcore
+    from habana_torch.hpu.metrics import metric_global
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        wake = metric_global("queue_wake")
+        wake.reset()
+        assert dict(wake.stats()) == {"Deferred": 0, "ByPool": 0}
+        x = torch.randn(1024, 1024, generator=torch.Generator().manual_seed(0))
+        xh = x.to("hpu")
+        for _ in range(200):  # retried: a loaded machine may put the pool worker to sleep
+            xh.sum(-1)  # a parallel kernel: a pool worker stays awake 500 us after it
+            torch.hpu.synchronize()
+            time.sleep(0.0001)  # the queue worker sleeps 20 us after its last task
+            y = xh.sum(-1)
+            torch.hpu.synchronize()
+            if dict(wake.stats())["Deferred"]:
+                break
+        # ours adds in double, torch in float: rows of 1024 differ by ~1e-5
+        torch.testing.assert_close(y.cpu(), x.sum(-1), rtol=1e-5, atol=1e-4)
+        assert dict(wake.stats())["Deferred"] > 0
+        z = xh.amax(-1)  # nobody synchronizes: the queue must still run it
+        htcore.mark_step()  # lazy mode: launch it (asynchronously, as on Gaudi)
+        stream = torch.hpu.current_stream()
+        deadline = time.monotonic() + 10
+        while not stream.query() and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert stream.query()
+        torch.testing.assert_close(z.cpu(), x.amax(-1), rtol=0, atol=0)
+    finally:
+        torch.set_num_threads(threads)
 
 
 def test_generic_torch_stream_and_event():

@@ -11,6 +11,9 @@ Metrics known here:
   graph_launch        [("TotalNumber", graphs launched), ("TotalNodes", nodes in them)]
   fusion              [("FusedNodes", nodes run inside fused groups), ("Groups", n),
                        ("DroppedStores", intermediates never written to memory)]
+  queue_wake          [("Deferred", pushes that left a sleeping queue worker asleep for the
+                       host's synchronize to run the op), ("ByPool", of those, the ones a
+                       pool worker woke the queue worker for, as nobody synchronized in time)]
 """
 from .. import _C
 
@@ -73,6 +76,10 @@ def _fusion_stats():
             ("DroppedStores", _counter("dropped_stores"))]
 
 
+def _queue_wake_stats():
+    return [("Deferred", _counter("queue_wake_deferred")), ("ByPool", _counter("queue_wake_by_pool"))]
+
+
 def _reset(*names):
     def reset():
         for name in names:
@@ -81,12 +88,14 @@ def _reset(*names):
 
 
 _METRICS = {"cpu_fallback": _fallback_stats, "graph_compilation": _compile_stats,
-            "recipe_cache": _cache_stats, "graph_launch": _launch_stats, "fusion": _fusion_stats}
+            "recipe_cache": _cache_stats, "graph_launch": _launch_stats, "fusion": _fusion_stats,
+            "queue_wake": _queue_wake_stats}
 _RESETS = {"cpu_fallback": _reset(_FALLBACK_PREFIX),
            "graph_compilation": _reset("graph_compilation"),  # prefix: also clears _us
            "recipe_cache": _reset("recipe_cache_"),
            "graph_launch": _reset("graph_launch", "graph_nodes"),
-           "fusion": _reset("fused_nodes", "fusion_groups", "dropped_stores")}
+           "fusion": _reset("fused_nodes", "fusion_groups", "dropped_stores"),
+           "queue_wake": _reset("queue_wake_")}
 
 
 def recompile_reasons():
