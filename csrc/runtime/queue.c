@@ -23,6 +23,7 @@
  *    woken worker took the pool worker's CPU while the host ran the kernel,
  *    and the pool worker joined the kernel 9-15 us late (1M-element row
  *    sums 0.75 of torch's speed with the wake, 0.93-0.97 without).
+ *    HPU_QUEUE_DEFER_WAKE=0 turns this off (to compare, or to rule it out).
  *
  * A failing task leaves a sticky error on the card (first error wins, with
  * the worker's message); the next synchronize/query returns and clears it.
@@ -241,8 +242,19 @@ static uint64_t now_ns(void) {
 /* Called with q->mu held by a push that found the worker asleep: leaves the
  * wake to an awake pool worker (see the top of the file) if this is the only
  * task waiting. Returns 0 when the caller must wake the worker itself. */
+static int defer_enabled(void) {
+  static atomic_int enabled = -1; /* read once */
+  int e = atomic_load_explicit(&enabled, memory_order_relaxed);
+  if (e < 0) {
+    const char *v = getenv("HPU_QUEUE_DEFER_WAKE");
+    e = !(v && strcmp(v, "0") == 0);
+    atomic_store_explicit(&enabled, e, memory_order_relaxed);
+  }
+  return e;
+}
+
 static int defer_wake(queue_t *q) {
-  if (!hpu_parallel_worker_awake()) return 0;
+  if (!defer_enabled() || !hpu_parallel_worker_awake()) return 0;
   uint64_t none = 0;
   if (!atomic_compare_exchange_strong(&q->kick_at, &none, now_ns() | 1)) {
     /* A second push before anyone ran the first: the host is streaming

@@ -146,6 +146,29 @@ def test_op_then_synchronize_defers_the_queue_wake():
         torch.set_num_threads(threads)
 
 
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the kernel pool spins only with 2+ CPUs")
+def test_queue_defer_wake_can_be_switched_off():
+    r = run_python(
+        """
+        import time, torch, habana_torch
+        from habana_torch.hpu.metrics import metric_global
+        torch.set_num_threads(2)
+        x = torch.randn(1024, 1024, generator=torch.Generator().manual_seed(0))
+        xh = x.to("hpu")
+        for _ in range(100):  # the setup that defers in the test above
+            xh.sum(-1)
+            torch.hpu.synchronize()
+            time.sleep(0.0001)
+            y = xh.sum(-1)
+            torch.hpu.synchronize()
+        torch.testing.assert_close(y.cpu(), x.sum(-1), rtol=1e-5, atol=1e-4)
+        print("deferred", dict(metric_global("queue_wake").stats())["Deferred"])
+        """,
+        env={"HPU_QUEUE_DEFER_WAKE": "0", "PT_HPU_LAZY_MODE": "0"})
+    assert r.returncode == 0, r.stderr
+    assert "deferred 0" in r.stdout, r.stdout
+
+
 def test_generic_torch_stream_and_event():
     s = torch.Stream(device="hpu")
     e = torch.Event(device="hpu", enable_timing=True)
