@@ -239,9 +239,7 @@ static uint64_t now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* Called with q->mu held by a push that found the worker asleep: leaves the
- * wake to an awake pool worker (see the top of the file) if this is the only
- * task waiting. Returns 0 when the caller must wake the worker itself. */
+/* HPU_QUEUE_DEFER_WAKE=0: every push wakes a sleeping worker itself. */
 static int defer_enabled(void) {
   static atomic_int enabled = -1; /* read once */
   int e = atomic_load_explicit(&enabled, memory_order_relaxed);
@@ -253,6 +251,9 @@ static int defer_enabled(void) {
   return e;
 }
 
+/* Called with q->mu held by a push that found the worker asleep: leaves the
+ * wake to an awake pool worker (see the top of the file) if this is the only
+ * task waiting. Returns 0 when the caller must wake the worker itself. */
 static int defer_wake(queue_t *q) {
   if (!defer_enabled() || !hpu_parallel_worker_awake()) return 0;
   uint64_t none = 0;
