@@ -33,13 +33,16 @@
 /* Columns per task in the cols layout (4 dot products at a time). */
 #define COL_BLOCK 16
 
+/* C[j0, j1) of one batch: one form per layout and ISA. */
+typedef void (*block_fn)(const hpu_gemm_t *g, const float *a, const char *b, char *c, int64_t j0,
+                         int64_t j1);
+
 typedef struct {
   const hpu_gemm_t *g;
   const float *a;       /* A widened to fp32, nbatch rows of k */
   const int64_t *offs;  /* byte offsets per batch (3 each) or NULL */
   int64_t blocks;       /* column blocks per batch */
-  int cols_layout;
-  int avx512;           /* else the AVX2 forms */
+  block_fn block;       /* by layout and ISA, chosen once */
   int64_t width;        /* columns per task (by layout and ISA) */
 } gemv_job_t;
 
@@ -184,14 +187,7 @@ static void run_tasks(void *ctx, int64_t begin, int64_t end) {
     const char *b = (const char *)g->b + (job->offs ? job->offs[3 * bi + 1] : 0);
     char *c = (char *)g->c + (job->offs ? job->offs[3 * bi + 2] : 0);
     const float *a = job->a + bi * g->k;
-    if (!job->avx512) {
-      if (job->cols_layout) cols_block_avx2(g, a, b, c, j0, j1);
-      else rows_block_avx2(g, a, b, c, j0, j1);
-    } else if (job->cols_layout) {
-      cols_block(g, a, b, c, j0, j1);
-    } else {
-      rows_block(g, a, b, c, j0, j1);
-    }
+    job->block(g, a, b, c, j0, j1);
   }
 }
 
@@ -212,8 +208,10 @@ int hpu_gemv_run(const hpu_gemm_t *g, int64_t nbatch, const int64_t *offs) {
     for (int64_t kk = 0; kk < g->k; kk++) a[bi * g->k + kk] = hpu_load_f32(src + kk * g->acs * es, g->dt);
   }
   int avx512 = hpu_kernels_isa() >= HPU_ISA_AVX512;
+  block_fn block = cols_layout ? (avx512 ? cols_block : cols_block_avx2)
+                               : (avx512 ? rows_block : rows_block_avx2);
   int64_t width = cols_layout ? COL_BLOCK : avx512 ? ROW_BLOCK : ROW_BLOCK_AVX2;
-  gemv_job_t job = {g, a, offs, 0, cols_layout, avx512, width};
+  gemv_job_t job = {g, a, offs, 0, block, width};
   job.blocks = (g->n + width - 1) / width;
   /* About 32K multiply-adds per chunk: below that a hand-off to the pool
    * costs more than it saves. */
