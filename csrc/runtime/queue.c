@@ -35,7 +35,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "hpu/metrics.h"
 #include "hpu/parallel.h"
@@ -233,12 +232,6 @@ static queue_t *queue_get(int device, int create, hpu_status_t *st) {
   return q;
 }
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* HPU_QUEUE_DEFER_WAKE=0: every push wakes a sleeping worker itself. */
 static int defer_enabled(void) {
   static atomic_int enabled = -1; /* read once */
@@ -257,7 +250,7 @@ static int defer_enabled(void) {
 static int defer_wake(queue_t *q) {
   if (!defer_enabled() || !hpu_parallel_worker_awake()) return 0;
   uint64_t none = 0;
-  if (!atomic_compare_exchange_strong(&q->kick_at, &none, now_ns() | 1)) {
+  if (!atomic_compare_exchange_strong(&q->kick_at, &none, hpu_now_ns() | 1)) {
     /* A second push before anyone ran the first: the host is streaming
      * ops rather than waiting for one, so the worker should start now. */
     kick_clear(q);
@@ -273,25 +266,27 @@ static int defer_wake(queue_t *q) {
   return 0;
 }
 
+/* A deferred wake recorded at `at` (0: none) has waited its delay out. */
+static int kick_due(uint64_t at, uint64_t now) { return at && now - at >= KICK_DELAY_NS; }
+
 int hpu_queue_kicks_due(void) {
   if (!atomic_load_explicit(&kicks, memory_order_relaxed)) return 0;
-  uint64_t now = now_ns();
+  uint64_t now = hpu_now_ns();
   for (int i = 0; i < HPU_MAX_CARDS; i++) {
     queue_t *q = atomic_load_explicit(&queues[i], memory_order_acquire);
-    uint64_t at = q ? atomic_load_explicit(&q->kick_at, memory_order_relaxed) : 0;
-    if (at && now - at >= KICK_DELAY_NS) return 1;
+    if (q && kick_due(atomic_load_explicit(&q->kick_at, memory_order_relaxed), now)) return 1;
   }
   return 0;
 }
 
 void hpu_queue_kick(int all) {
   if (!atomic_load(&kicks)) return;
-  uint64_t now = now_ns();
+  uint64_t now = hpu_now_ns();
   for (int i = 0; i < HPU_MAX_CARDS; i++) {
     queue_t *q = atomic_load_explicit(&queues[i], memory_order_acquire);
     if (!q) continue;
     uint64_t at = atomic_load(&q->kick_at);
-    if (!at || (!all && now - at < KICK_DELAY_NS) || !atomic_compare_exchange_strong(&q->kick_at, &at, 0))
+    if (!at || !(all || kick_due(at, now)) || !atomic_compare_exchange_strong(&q->kick_at, &at, 0))
       continue;
     atomic_fetch_sub(&kicks, 1);
     hpu_metric_add("queue_wake_by_pool", 1);

@@ -55,18 +55,18 @@ int hpu_parallel_worker_awake(void);
 
 /* spin.c: bounded busy-waiting for the queue and the pool. Waits up to
  * budget_ns (0 when the process may use a single CPU: spinning there only
- * delays the thread we wait for) for *word to differ from `old`, yielding
- * the CPU between short bursts so an oversubscribed box still progresses.
- * Returns 1 if the word changed. */
-int hpu_spin_wait_u64(const void *word, uint64_t old, uint64_t budget_ns);
+ * delays the thread we wait for) for *word to reach `target`, yielding the
+ * CPU between short bursts so an oversubscribed box still progresses.
+ * Returns 1 if it did. */
+int hpu_spin_wait_ge_u64(const void *word, uint64_t target, uint64_t budget_ns);
 /* 0 when spinning is pointless (the process may use one CPU only). */
 int hpu_spin_enabled(void);
-/* Same, but waits until *word >= target. */
-int hpu_spin_wait_ge_u64(const void *word, uint64_t target, uint64_t budget_ns);
 /* Same, for a condition: spins until cond(arg) returns non-zero and returns
  * that value, or 0 once the budget is spent. cond must be cheap; a value
  * may mean "there is work to do" (the caller does it, then spins again). */
 int hpu_spin_until(int (*cond)(void *), void *arg, uint64_t budget_ns);
+/* CLOCK_MONOTONIC in nanoseconds (spin budgets, deferred queue wakes). */
+uint64_t hpu_now_ns(void);
 
 /* allocator.c: HPU graph capture. Blocks allocated while a capture is on
  * belong to `owner`: freeing one only marks it, since replays write it

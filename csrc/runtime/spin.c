@@ -22,7 +22,7 @@ static void detect_cpus(void) {
   single_cpu = n <= 1;
 }
 
-static uint64_t now_ns(void) {
+uint64_t hpu_now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
@@ -41,13 +41,13 @@ int hpu_spin_until(int (*cond)(void *), void *arg, uint64_t budget_ns) {
   if (r) return r;
   pthread_once(&cpu_once, detect_cpus);
   if (single_cpu || budget_ns == 0) return 0;
-  uint64_t deadline = now_ns() + budget_ns;
+  uint64_t deadline = hpu_now_ns() + budget_ns;
   for (;;) {
     for (int i = 0; i < 64; i++) {
       if ((r = cond(arg))) return r;
       cpu_relax();
     }
-    if (now_ns() > deadline) return cond(arg);
+    if (hpu_now_ns() > deadline) return cond(arg);
     sched_yield();
   }
 }
@@ -62,19 +62,9 @@ typedef struct {
   uint64_t v;
 } word_wait_t;
 
-static int word_changed(void *p) {
-  const word_wait_t *w = p;
-  return atomic_load_explicit(w->word, memory_order_acquire) != w->v;
-}
-
 static int word_reached(void *p) {
   const word_wait_t *w = p;
   return atomic_load_explicit(w->word, memory_order_acquire) >= w->v;
-}
-
-int hpu_spin_wait_u64(const void *word, uint64_t old, uint64_t budget_ns) {
-  word_wait_t w = {(const _Atomic uint64_t *)word, old};
-  return hpu_spin_until(word_changed, &w, budget_ns);
 }
 
 int hpu_spin_wait_ge_u64(const void *word, uint64_t target, uint64_t budget_ns) {
