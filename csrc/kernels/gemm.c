@@ -66,7 +66,7 @@
 
 static _Atomic int forced = HPU_GEMM_AUTO - 1; /* below AUTO: HPU_GEMM_KERNEL not read yet */
 
-/* HPU_GEMM_KERNEL=auto|blas|f32fma|bf16dot|amx: one kernel for every product
+/* HPU_GEMM_KERNEL=auto|blas|f32fma|bf16dot|amx|f32avx2: one kernel for every product
  * (a kernel the CPU lacks falls back as in hpu_gemm_choose), to measure one
  * against another in a whole model. Anything else means auto, said once on
  * stderr so that a misspelt name does not measure the wrong thing quietly. */
@@ -77,7 +77,10 @@ static int env_kernel(void) {
   if (!strcmp(e, "f32fma")) return HPU_GEMM_F32FMA;
   if (!strcmp(e, "bf16dot")) return HPU_GEMM_BF16DOT;
   if (!strcmp(e, "amx")) return HPU_GEMM_AMXBF16;
-  fprintf(stderr, "[habana_torch] HPU_GEMM_KERNEL=%s is not one of auto, blas, f32fma, bf16dot, amx; using auto\n", e);
+  if (!strcmp(e, "f32avx2")) return HPU_GEMM_F32AVX2;
+  fprintf(stderr,
+          "[habana_torch] HPU_GEMM_KERNEL=%s is not one of auto, blas, f32fma, bf16dot, amx, f32avx2; using auto\n",
+          e);
   return HPU_GEMM_AUTO;
 }
 
@@ -134,10 +137,20 @@ static int f32_rule(const hpu_gemm_t *g) {
   return HPU_GEMM_F32FMA;
 }
 
+/* Without AVX-512: gemm_avx2.c for float32 where it measured faster, else
+ * matmul.c's BLAS path. Forced, the AVX2 kernel runs on any host with AVX2
+ * (tests reach it on AVX-512 machines too). */
+static int choose_avx2(const hpu_gemm_t *g, int f) {
+  int ok = g->dt == HPU_FLOAT32 && hpu_kernels_isa() >= HPU_ISA_AVX2;
+  if (f == HPU_GEMM_F32AVX2) return ok ? HPU_GEMM_F32AVX2 : HPU_GEMM_NONE;
+  if (f != HPU_GEMM_AUTO) return HPU_GEMM_NONE;
+  return ok && hpu_gemm_avx2_suits(g) ? HPU_GEMM_F32AVX2 : HPU_GEMM_NONE;
+}
+
 int hpu_gemm_choose(const hpu_gemm_t *g) {
   if (g->m <= 0 || g->n <= 0 || g->k <= 0) return HPU_GEMM_NONE;
-  if (hpu_kernels_isa() < HPU_ISA_AVX512) return HPU_GEMM_NONE;
   int f = forced_kernel();
+  if (hpu_kernels_isa() < HPU_ISA_AVX512 || f == HPU_GEMM_F32AVX2) return choose_avx2(g, f);
   int amx = g->dt == HPU_BFLOAT16 && (g->acs == 1 || g->ars == 1 || g->k == 1) && hpu_gemm_have_amx();
   if (f == HPU_GEMM_AMXBF16 && !amx) f = HPU_GEMM_BF16DOT;
   if (f == HPU_GEMM_BF16DOT && (g->dt != HPU_BFLOAT16 || !hpu_gemm_have_bf16dot())) f = HPU_GEMM_F32FMA;
@@ -1230,6 +1243,7 @@ static int runnable(int kernel) {
     case HPU_GEMM_F32FMA: return hpu_kernels_isa() >= HPU_ISA_AVX512;
     case HPU_GEMM_BF16DOT: return hpu_gemm_have_bf16dot();
     case HPU_GEMM_AMXBF16: return hpu_gemm_have_amx();
+    case HPU_GEMM_F32AVX2: return hpu_kernels_isa() >= HPU_ISA_AVX2;
     default: return 0;
   }
 }
@@ -1237,6 +1251,7 @@ static int runnable(int kernel) {
 int hpu_gemm_run_batched(const hpu_gemm_t *g, int kernel, int64_t nbatch, const int64_t *offs) {
   if (!runnable(kernel)) return -1;
   if (kernel == HPU_GEMM_AMXBF16) return amx_run(g, nbatch, offs);
+  if (kernel == HPU_GEMM_F32AVX2) return hpu_gemm_avx2_run(g, nbatch, offs);
   plan_t P;
   memset(&P, 0, sizeof P);
   P.g = g;

@@ -29,6 +29,7 @@ enum {
   HPU_GEMM_F32FMA = 1,   /* AVX-512 FMA on fp32 panels (packing widens bf16/fp16) */
   HPU_GEMM_BF16DOT = 2,  /* AVX512_BF16 vdpbf16ps on bf16 pair panels, fp32 accumulation */
   HPU_GEMM_AMXBF16 = 3,  /* AMX tiles (TDPBF16PS), fp32 accumulation; A with a unit stride */
+  HPU_GEMM_F32AVX2 = 4,  /* AVX2 FMA, float32 only (gemm_avx2.c): CPUs without AVX-512 */
 };
 
 /* Which kernel hpu_gemm would use for g (HPU_GEMM_NONE: caller's path). */
@@ -44,6 +45,11 @@ int hpu_gemm_run(const hpu_gemm_t *g, int kernel);
  * 1). Many batches run one whole product per thread. Returns 0, or -1 as
  * hpu_gemm_run (nothing written). */
 int hpu_gemm_run_batched(const hpu_gemm_t *g, int kernel, int64_t nbatch, const int64_t *offs);
+
+/* gemm_avx2.c: is g (float32) faster there than in OpenBLAS? And the run,
+ * as hpu_gemm_run_batched (-1: not float32, or no AVX2; nothing written). */
+int hpu_gemm_avx2_suits(const hpu_gemm_t *g);
+int hpu_gemm_avx2_run(const hpu_gemm_t *g, int64_t nbatch, const int64_t *offs);
 
 /* Testing: force a kernel for every call (HPU_GEMM_AUTO restores the
  * measured rule); a kernel the CPU lacks is ignored. Returns the old value. */

@@ -219,6 +219,7 @@ static void test_amx_bf16(void) {
   run_all(HPU_GEMM_AMXBF16, HPU_BFLOAT16);
   hpu_set_num_threads(saved);
 }
+static void test_avx2_f32(void) { run_threads(HPU_GEMM_F32AVX2, HPU_FLOAT32); }
 static void test_old_path(void) {
   run_threads(HPU_GEMM_NONE, HPU_FLOAT32);
   run_threads(HPU_GEMM_NONE, HPU_BFLOAT16);
@@ -314,7 +315,8 @@ static void test_row_edges(void) {
   } kk[] = {{HPU_GEMM_F32FMA, HPU_FLOAT32},
              {HPU_GEMM_BF16DOT, HPU_BFLOAT16},
              {HPU_GEMM_F32FMA, HPU_BFLOAT16},
-             {HPU_GEMM_AMXBF16, HPU_BFLOAT16}};
+             {HPU_GEMM_AMXBF16, HPU_BFLOAT16},
+             {HPU_GEMM_F32AVX2, HPU_FLOAT32}};
   int saved = hpu_get_num_threads();
   hpu_set_num_threads(2);
   for (size_t q = 0; q < sizeof kk / sizeof kk[0]; q++) {
@@ -402,6 +404,65 @@ static void test_nan_inf(void) {
   }
 }
 
+/* gemm_avx2.c's own paths: rows past one 256-row unit and k past one
+ * 256-step block (partial sums added in C), B by columns with a k tail
+ * (the 8 x 8 transposes and the scalar rest), a strided and a transposed
+ * output (through the tile); then the same product on 1 and 2 threads bit
+ * for bit, and beta == 0 ignoring NaN in C while NaN and Inf in A propagate. */
+static void test_avx2_paths(void) {
+  static const mm_case_t cases[] = {
+      {1, 600, 40, 300, 0, 0, 1, 0, 1, 1.0f, 0.5f},  {1, 523, 48, 515, 1, 1, 1, 0, 0, 2.0f, 0.0f},
+      {2, 61, 100, 263, 0, 1, 2, 1, 2, 1.0f, -1.0f}, {1, 30, 17, 9, 1, 0, 1, 1, 1, 0.5f, 0.25f},
+  };
+  int old = hpu_gemm_force(HPU_GEMM_F32AVX2);
+  int saved = hpu_get_num_threads();
+  for (int nt = 1; nt <= 2; nt++) {
+    hpu_set_num_threads(nt);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+      check(&cases[c], HPU_FLOAT32, 1);
+      check(&cases[c], HPU_FLOAT32, 0);
+    }
+  }
+  int avx2 = hpu_kernels_isa() >= HPU_ISA_AVX2;
+  int64_t m = 300, n = 70, k = 600;
+  float *a = malloc(sizeof(float) * (size_t)(m * k)), *b = malloc(sizeof(float) * (size_t)(k * n));
+  float *c[2];
+  for (int64_t i = 0; i < m * k; i++) a[i] = rnd(0);
+  for (int64_t i = 0; i < k * n; i++) b[i] = rnd(0);
+  for (int nt = 1; nt <= 2; nt++) {
+    c[nt - 1] = malloc(sizeof(float) * (size_t)(m * n));
+    for (int64_t i = 0; i < m * n; i++) c[nt - 1][i] = NAN;
+    a[5 * k + 3] = INFINITY; /* row 5 all Inf or NaN (B has both signs) */
+    a[9 * k + 100] = NAN;    /* row 9 all NaN */
+    hpu_gemm_t g = {m, n, k, a, k, 1, b, 1, k, c[nt - 1], n, 1, HPU_FLOAT32, 1.0f, 0.0f};
+    hpu_set_num_threads(nt);
+    /* without AVX2 the kernel is refused (-1, nothing written) */
+    CU_ASSERT_EQUAL(hpu_gemm_run(&g, HPU_GEMM_F32AVX2), avx2 ? 0 : -1);
+  }
+  if (avx2) {
+    CU_ASSERT_EQUAL(memcmp(c[0], c[1], sizeof(float) * (size_t)(m * n)), 0);
+    int finite = 1;
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < n; j++) {
+        float v = c[0][i * n + j];
+        if (i == 9) {
+          CU_ASSERT(isnan(v));
+        } else if (i == 5) {
+          CU_ASSERT(!isfinite(v));
+        } else {
+          finite &= isfinite(v) != 0;
+        }
+      }
+    CU_ASSERT(finite);
+  }
+  free(a);
+  free(b);
+  free(c[0]);
+  free(c[1]);
+  hpu_set_num_threads(saved);
+  hpu_gemm_force(old);
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite("gemm", NULL, NULL);
@@ -412,6 +473,8 @@ int main(void) {
   CU_add_test(s, "f32 fma bfloat16", test_fma_bf16);
   CU_add_test(s, "bf16 dot bfloat16", test_dot_bf16);
   CU_add_test(s, "amx bfloat16", test_amx_bf16);
+  CU_add_test(s, "f32 avx2 float32", test_avx2_f32);
+  CU_add_test(s, "avx2 paths", test_avx2_paths);
   CU_add_test(s, "blas/convert path", test_old_path);
   CU_add_test(s, "batches and blocks", test_blocks);
   CU_add_test(s, "split k", test_split_k);
