@@ -5,7 +5,8 @@
  *    layouts BLAS cannot describe;
  *  - where measured faster (see gemm.c for the rule): our own packed AVX-512
  *    microkernels -- bf16 with vdpbf16ps, fp16 and bf16 without AVX512_BF16
- *    widened while packing -- reading any strides in place;
+ *    widened while packing -- reading any strides in place; without
+ *    AVX-512, float32 products with k <= 512 on gemm_avx2.c's kernel;
  *  - otherwise bfloat16 / float16: operands widened to float32, sgemm, result
  *    rounded once (fp32 accumulation, as PyTorch's CPU);
  *  - integer dtypes: a plain loop accumulating in int64 with wrap-around.
