@@ -177,7 +177,7 @@ static void compile_or_hit(int device, pending_t *p, hpu_graph_t *g) {
   }
 }
 
-hpu_status_t hpu_lazy_flush(int device) {
+static hpu_status_t flush(int device, int to_wait) {
   if (device < 0 || device >= HPU_MAX_CARDS) return HPU_SUCCESS;
   /* Every wait for the card and everything else put on its queue comes
    * through here: none of it can happen in the middle of a capture. */
@@ -193,7 +193,9 @@ hpu_status_t hpu_lazy_flush(int device) {
   if (!__atomic_load_n(&p->graph, __ATOMIC_ACQUIRE)) return HPU_SUCCESS;
   /* Detach, compile and enqueue under one lock, so graphs reach the queue in
    * the order they were recorded. Enqueueing a graph does not flush (see
-   * hpu_graph_launch), so this cannot re-enter. */
+   * hpu_graph_launch), so this cannot re-enter. A graph run here (to_wait)
+   * runs under the lock too: a flush inside it finds no graph at the peek,
+   * and another thread's next graph cannot overtake it. */
   pthread_mutex_lock(&p->mu);
   hpu_graph_t *g = p->graph;
   hpu_status_t st = HPU_SUCCESS;
@@ -202,11 +204,15 @@ hpu_status_t hpu_lazy_flush(int device) {
     compile_or_hit(device, p, g);
     hpu_metric_add("graph_launch", 1);
     hpu_metric_add("graph_nodes", hpu_graph_num_nodes(g));
-    st = hpu_graph_launch(g, p->stream); /* takes ownership */
+    /* both take ownership */
+    st = to_wait ? hpu_graph_run_or_launch(g, p->stream) : hpu_graph_launch(g, p->stream);
   }
   pthread_mutex_unlock(&p->mu);
   return st;
 }
+
+hpu_status_t hpu_lazy_flush(int device) { return flush(device, 0); }
+hpu_status_t hpu_lazy_flush_to_wait(int device) { return flush(device, 1); }
 
 hpu_status_t hpu_lazy_flush_all(void) {
   hpu_status_t first = HPU_SUCCESS;

@@ -236,7 +236,7 @@ hpu_status_t hpu_device_get_props(int device, hpu_device_props_t *props) {
 hpu_status_t hpu_device_synchronize(int device) {
   hpu_status_t st = hpu_rt_enter_device(device);
   if (st != HPU_SUCCESS) return st;
-  if ((st = hpu_lazy_flush(device)) != HPU_SUCCESS) return st;
+  if ((st = hpu_lazy_flush_to_wait(device)) != HPU_SUCCESS) return st;
   return hpu_queue_sync(device);
 }
 

@@ -128,6 +128,9 @@ def test_op_then_synchronize_defers_the_queue_wake():
             torch.hpu.synchronize()
             time.sleep(0.0001)  # the queue worker sleeps 20 us after its last task
             y = xh.sum(-1)
+            # lazy mode: mark_step pushes the graph (a synchronize alone would
+            # run it on this thread without a push, see the test below)
+            htcore.mark_step()
             torch.hpu.synchronize()
             if dict(wake.stats())["Deferred"]:
                 break
@@ -144,6 +147,45 @@ def test_op_then_synchronize_defers_the_queue_wake():
         torch.testing.assert_close(z.cpu(), x.amax(-1), rtol=0, atol=0)
     finally:
         torch.set_num_threads(threads)
+
+
+def test_synchronize_runs_recorded_work_on_its_own_thread_when_idle():
+    """Lazy mode: a synchronize (or a read to the host) with nothing queued
+    runs the recorded graph on the calling thread instead of pushing it to
+    the queue's worker, counted in graph_launch's RunAtWait; behind queued
+    work the graph is pushed, and runs after it."""
+    import habana_torch.core as htcore
+    from habana_torch.hpu.metrics import metric_global
+
+    if not htcore.is_lazy():
+        pytest.skip("eager mode launches every op at once")
+    launch = metric_global("graph_launch")
+    x = torch.randn(64, 256, generator=torch.Generator().manual_seed(1))
+    xh = x.to("hpu")
+    torch.hpu.synchronize()
+    launch.reset()
+    for _ in range(5):
+        y = (xh * 2).sum(-1)
+        torch.hpu.synchronize()
+    z = (xh + 1).amax(-1).cpu()  # the read to the host flushes and waits the same way
+    stats = dict(launch.stats())
+    assert stats["TotalNumber"] == 6 and stats["RunAtWait"] == 6, stats
+    torch.testing.assert_close(y.cpu(), (x * 2).sum(-1))
+    torch.testing.assert_close(z, (x + 1).amax(-1), rtol=0, atol=0)
+    # queued work first: a long product pushed by mark_step, then an op on
+    # its result; the second graph must not run before the first
+    a = torch.randn(768, 768, generator=torch.Generator().manual_seed(2))
+    ah = a.to("hpu")
+    torch.hpu.synchronize()
+    launch.reset()
+    p = ah @ ah @ ah
+    htcore.mark_step()
+    q = (p * 0.5).sum()
+    torch.hpu.synchronize()
+    stats = dict(launch.stats())
+    assert stats["TotalNumber"] == 2, stats
+    want = ((a @ a @ a) * 0.5).sum()
+    torch.testing.assert_close(q.cpu(), want, rtol=1e-4, atol=1e-2)
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the kernel pool spins only with 2+ CPUs")

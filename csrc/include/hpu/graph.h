@@ -23,6 +23,10 @@ const hpu_node_t *hpu_graph_nodes(const hpu_graph_t *graph);
 /* Enqueues the graph on the stream and takes ownership of it: the worker runs
  * the nodes in order and destroys the graph. Returns at once. */
 hpu_status_t hpu_graph_launch(hpu_graph_t *graph, hpu_stream_t stream);
+/* For a caller that waits for the card right after: when the card's queue
+ * is idle the graph runs here, on the calling thread (an error is reported
+ * by the wait, as from the worker); otherwise as hpu_graph_launch. */
+hpu_status_t hpu_graph_run_or_launch(hpu_graph_t *graph, hpu_stream_t stream);
 
 /* Eager: validate, then enqueue a one-node graph. */
 hpu_status_t hpu_launch(hpu_stream_t stream, const hpu_node_t *node);

@@ -38,6 +38,9 @@ hpu_status_t hpu_submit(hpu_stream_t stream, const hpu_node_t *node);
 
 /* Launches the card's pending graph (asynchronously; no-op when empty). */
 hpu_status_t hpu_lazy_flush(int device);
+/* The same for a caller that waits for the card next (synchronize, a read
+ * to the host): the graph runs on the calling thread if the queue is idle. */
+hpu_status_t hpu_lazy_flush_to_wait(int device);
 /* mark_step: flushes the card and starts a new step (recompilation
  * reasons compare a graph with the one at the same position of the
  * previous step). */

@@ -8,7 +8,9 @@ Metrics known here:
   recipe_cache        [("Hits", n), ("Misses", n), ("Evictions", n), ("Size", n),
                        ("DiskHits", n), ("DiskStores", n), ("DiskRejected", n), ("DiskFull", n)]
                       (the Disk* ones with PT_HPU_RECIPE_CACHE_CONFIG=dir[,delete,max_MB])
-  graph_launch        [("TotalNumber", graphs launched), ("TotalNodes", nodes in them)]
+  graph_launch        [("TotalNumber", graphs launched), ("TotalNodes", nodes in them),
+                       ("RunAtWait", of those, graphs a synchronize or a read to the host ran
+                       on its own thread, as the card's queue was idle)]
   fusion              [("FusedNodes", nodes run inside fused groups), ("Groups", n),
                        ("DroppedStores", intermediates never written to memory)]
   queue_wake          [("Deferred", pushes that left a sleeping queue worker asleep for the
@@ -68,7 +70,8 @@ def _cache_stats():
 
 
 def _launch_stats():
-    return [("TotalNumber", _counter("graph_launch")), ("TotalNodes", _counter("graph_nodes"))]
+    return [("TotalNumber", _counter("graph_launch")), ("TotalNodes", _counter("graph_nodes")),
+            ("RunAtWait", _counter("graph_launch_at_wait"))]
 
 
 def _fusion_stats():
