@@ -544,6 +544,16 @@ static int param_copy(const hpu_tensor_t *t, int64_t N, float fill, float **f, d
   *f = malloc((size_t)(N ? N : 1) * sizeof(float));
   *d = malloc((size_t)(N ? N : 1) * sizeof(double));
   if (!*f || !*d) return -1;
+  if (t && t->dtype == HPU_FLOAT32 && hpu_tensor_is_contiguous(t)) {
+    /* the usual case, without an address and a dtype switch per element:
+     * those made a [8 x 1024] layer norm 3x slower than torch's */
+    const float *p = hpu_tensor_data(t);
+    for (int64_t i = 0; i < N; i++) {
+      (*f)[i] = p[i];
+      (*d)[i] = p[i];
+    }
+    return 0;
+  }
   for (int64_t i = 0; i < N; i++) {
     double v = t ? hpu_load_f64(hpu_nn_elem(t, i), t->dtype) : fill;
     (*f)[i] = (float)v;
