@@ -26,8 +26,8 @@
 
 #define MR 6
 #define NR 16
-/* k block: a packed panel of up to 512 x 16 (32 KB, Zen 3's whole L1)
- * while every 6-row strip of A passes over it; k <= 512 is one block.
+/* k block: a packed panel of up to 512 x 16 (32 KB, Zen 3's whole L1) is
+ * read by every 6-row strip of A in turn; k <= 512 is one block.
  * Against 256 (two blocks at k = 512, C read back once): 384^3 1.07 ->
  * 1.10, 512^3 0.99 -> 1.01 of OpenBLAS's speed, 256^3 unchanged. */
 #define KC 512
@@ -39,7 +39,7 @@
 int hpu_gemm_avx2_suits(const hpu_gemm_t *g) {
   if (g->dt != HPU_FLOAT32 || g->m < 4 || g->n < 8) return 0; /* gemv-like: gemv.c / BLAS */
   /* k > 512: A rows 2 KB or more apart alias in L1 and L2 when read in
-   * place (1024^3 and [2048x256] @ [256x1024] ran at half speed) */
+   * place (1024^3 and [2048x1024] @ [1024x256] ran at half speed) */
   if (g->k > 512) return 0;
   double mnk = (double)g->m * (double)g->n * (double)g->k;
   /* A by columns (a transposed operand): each k step is a new cache line;
