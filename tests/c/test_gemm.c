@@ -254,6 +254,23 @@ static void test_blocks(void) {
   hpu_set_num_threads(saved);
 }
 
+/* g run with `kernel` on 1 and then 2 threads, each time into a fresh copy
+ * of c0 (out[0], out[1]; the caller frees them). The call must return 0
+ * when the CPU can run the kernel, else -1 with nothing written. */
+static void run_on_1_and_2_threads(hpu_gemm_t g, int kernel, int can, const float *c0, float *out[2]) {
+  int saved = hpu_get_num_threads();
+  size_t bytes = sizeof(float) * (size_t)(g.m * g.n);
+  for (int nt = 1; nt <= 2; nt++) {
+    out[nt - 1] = malloc(bytes);
+    CU_ASSERT_FATAL(out[nt - 1] != NULL);
+    memcpy(out[nt - 1], c0, bytes);
+    g.c = out[nt - 1];
+    hpu_set_num_threads(nt);
+    CU_ASSERT_EQUAL(hpu_gemm_run(&g, kernel), can ? 0 : -1);
+  }
+  hpu_set_num_threads(saved);
+}
+
 /* Split-K (fp32, k >= 4 max(m, n)): k cut in two chunks, the second's sum
  * added to C afterwards. Odd k (unequal chunks), edge tiles, transposed
  * operands, alpha/beta/bias, against the double loop on one and two
@@ -281,14 +298,9 @@ static void test_split_k(void) {
   for (int64_t i = 0; i < m * k; i++) a[i] = rnd(0);
   for (int64_t i = 0; i < k * n; i++) b[i] = rnd(0);
   for (int64_t i = 0; i < m * n; i++) c0[i] = rnd(0);
-  for (int nt = 1; nt <= 2; nt++) {
-    c[nt - 1] = malloc(sizeof(float) * (size_t)(m * n));
-    memcpy(c[nt - 1], c0, sizeof(float) * (size_t)(m * n));
-    hpu_gemm_t g = {m, n, k, a, 1, m, b, n, 1, c[nt - 1], n, 1, HPU_FLOAT32, 1.5f, 0.25f};
-    hpu_set_num_threads(nt);
-    /* without AVX-512 the kernel is refused (-1, nothing written), not run */
-    CU_ASSERT_EQUAL(hpu_gemm_run(&g, HPU_GEMM_F32FMA), avx512 ? 0 : -1);
-  }
+  hpu_gemm_t g = {m, n, k, a, 1, m, b, n, 1, NULL, n, 1, HPU_FLOAT32, 1.5f, 0.25f};
+  /* without AVX-512 the kernel is refused (-1, nothing written), not run */
+  run_on_1_and_2_threads(g, HPU_GEMM_F32FMA, avx512, c0, c);
   if (avx512) {
     CU_ASSERT_EQUAL(memcmp(c[0], c[1], sizeof(float) * (size_t)(m * n)), 0);
   } else {
@@ -426,19 +438,14 @@ static void test_avx2_paths(void) {
   int avx2 = hpu_kernels_isa() >= HPU_ISA_AVX2;
   int64_t m = 300, n = 70, k = 600;
   float *a = malloc(sizeof(float) * (size_t)(m * k)), *b = malloc(sizeof(float) * (size_t)(k * n));
-  float *c[2];
+  float *c0 = malloc(sizeof(float) * (size_t)(m * n)), *c[2];
   for (int64_t i = 0; i < m * k; i++) a[i] = rnd(0);
   for (int64_t i = 0; i < k * n; i++) b[i] = rnd(0);
-  for (int nt = 1; nt <= 2; nt++) {
-    c[nt - 1] = malloc(sizeof(float) * (size_t)(m * n));
-    for (int64_t i = 0; i < m * n; i++) c[nt - 1][i] = NAN;
-    a[5 * k + 3] = INFINITY; /* row 5 all Inf or NaN (B has both signs) */
-    a[9 * k + 100] = NAN;    /* row 9 all NaN */
-    hpu_gemm_t g = {m, n, k, a, k, 1, b, 1, k, c[nt - 1], n, 1, HPU_FLOAT32, 1.0f, 0.0f};
-    hpu_set_num_threads(nt);
-    /* without AVX2 the kernel is refused (-1, nothing written) */
-    CU_ASSERT_EQUAL(hpu_gemm_run(&g, HPU_GEMM_F32AVX2), avx2 ? 0 : -1);
-  }
+  for (int64_t i = 0; i < m * n; i++) c0[i] = NAN; /* beta 0: never read */
+  a[5 * k + 3] = INFINITY; /* row 5 all Inf or NaN (B has both signs) */
+  a[9 * k + 100] = NAN;    /* row 9 all NaN */
+  hpu_gemm_t g = {m, n, k, a, k, 1, b, 1, k, NULL, n, 1, HPU_FLOAT32, 1.0f, 0.0f};
+  run_on_1_and_2_threads(g, HPU_GEMM_F32AVX2, avx2, c0, c);
   if (avx2) {
     CU_ASSERT_EQUAL(memcmp(c[0], c[1], sizeof(float) * (size_t)(m * n)), 0);
     int finite = 1;
@@ -454,9 +461,12 @@ static void test_avx2_paths(void) {
         }
       }
     CU_ASSERT(finite);
+  } else {
+    CU_ASSERT_EQUAL(memcmp(c[0], c0, sizeof(float) * (size_t)(m * n)), 0);
   }
   free(a);
   free(b);
+  free(c0);
   free(c[0]);
   free(c[1]);
   hpu_set_num_threads(saved);
