@@ -426,9 +426,10 @@ static void reduce_rows_fast(const red_t *r, int64_t begin, int64_t end) {
   int64_t n = r->rsz[0];
   if (r->kind == HPU_REDUCE_AMAX || r->kind == HPU_REDUCE_AMIN) {
     int mx = r->kind == HPU_REDUCE_AMAX;
+    hpu_nn_minmax_fn f = hpu_nn_minmax_for(r->dti);
     for (int64_t m = begin; m < end; m++) {
       int nan = 0;
-      float v = n ? hpu_nn_run_minmax(r->dti, r->in + m * kin, n, mx, &nan) : (mx ? -INFINITY : INFINITY);
+      float v = n ? f(r->in + m * kin, n, mx, &nan) : (mx ? -INFINITY : INFINITY);
       hpu_store_f64(r->out[0] + m * kout, r->dto[0], nan ? NAN : v);
     }
     return;

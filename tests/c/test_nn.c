@@ -188,10 +188,11 @@ static void test_row_sums_same_bits_every_isa(void) {
  * vectorised paths) of float32 and bfloat16, lengths around the 64- and
  * 16-lane blocks, on every ISA: the scalar answer (the first index of the
  * best; NaN, and the first NaN's index, wherever a row holds one, in the
- * blocks or the tail), infinities kept, ties and signed zeros. */
+ * blocks or the tail), infinities kept, ties and signed zeros (the value
+ * bit for bit: of equal zeros, the first). */
 static void test_row_minmax_every_isa(void) {
   static const int64_t lens[] = {1, 15, 64, 65, 100, 1000};
-  enum { ROWS = 6 };
+  enum { ROWS = 8 };
   uint32_t seed = 4242;
   for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
     int64_t L = lens[li];
@@ -206,6 +207,13 @@ static void test_row_minmax_every_isa(void) {
     x[3 * L] = -INFINITY;
     for (int64_t i = 0; i < L; i++) x[4 * L + i] = -INFINITY;
     for (int64_t i = 0; i < L; i++) x[5 * L + i] = (float)((int)(x[5 * L + i] * 0.03f) % 2) * (i % 3 ? 1.0f : -0.0f);
+    /* rows 6 and 7: the best is a zero, -0 first in row 6's max, 0 first
+     * in row 7's min (the scan keeps the first of equal zeros) */
+    for (int64_t i = 0; i < L; i++) {
+      float z = (i / 3) % 2 ? 0.0f : -0.0f;
+      x[6 * L + i] = i % 3 == 1 ? z : -(float)(1 + i % 7);
+      x[7 * L + i] = i % 3 == 1 ? -z : (float)(1 + i % 7);
+    }
     to_bf16(x, xb, x, ROWS * L); /* x now holds the bf16 values exactly */
     for (int dt = 0; dt < 2; dt++)
       for (int mx = 0; mx < 2; mx++)
@@ -241,6 +249,7 @@ static void test_row_minmax_every_isa(void) {
                 fprintf(stderr, "\nL=%lld dt=%d max=%d isa=%d row=%d: %g != %g\n", (long long)L, dt, mx,
                         (int)isas[k], r, out[r], want);
               CU_ASSERT_EQUAL(out[r], want);
+              CU_ASSERT_EQUAL(signbit(out[r]) != 0, signbit(want) != 0);
             }
             if (at[r] != want_at)
               fprintf(stderr, "\nL=%lld dt=%d max=%d isa=%d row=%d: index %lld != %lld\n", (long long)L, dt,
