@@ -171,11 +171,22 @@ typedef struct {
 } idle_t;
 
 /* An idle worker's spin condition: 1 when the ticket moved, 2 when a
- * queue's deferred wake is due (queue.c). */
+ * queue holds a deferred task it can run, or a deferred wake is due
+ * (queue.c). */
 static int worker_wake(void *p) {
   const idle_t *w = p;
   if (atomic_load_explicit(&pool.ticket, memory_order_acquire) != w->ticket) return 1;
-  return hpu_queue_kicks_due() ? 2 : 0;
+  return hpu_queue_deferred_runnable() || hpu_queue_kicks_due() ? 2 : 0;
+}
+
+/* A deferred task runs on this worker as on the queue's own: its kernels
+ * may use the pool (the host joins them in its synchronize), so it does
+ * not run as a chunk (in_parallel). Otherwise the due wakes are sent. */
+static void serve_queues(void) {
+  in_parallel = 0;
+  int ran = hpu_queue_run_deferred();
+  in_parallel = 1;
+  if (!ran) hpu_queue_kick(0);
 }
 
 static void *worker_main(void *arg) {
@@ -188,7 +199,10 @@ static void *worker_main(void *arg) {
       /* Spin a little: kernels come in bursts. */
       idle_t w = {t};
       int r;
-      while ((r = hpu_spin_until(worker_wake, &w, POOL_SPIN_NS)) == 2) hpu_queue_kick(0);
+      while ((r = hpu_spin_until(worker_wake, &w, POOL_SPIN_NS)) == 2) {
+        serve_queues();
+        w.ticket = atomic_load_explicit(&pool.ticket, memory_order_acquire);
+      }
       if (!r) {
         /* Announce the sleep before the last look at the deferred wakes:
          * a push that saw this worker awake left its wake to it. */

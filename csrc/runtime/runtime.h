@@ -50,6 +50,11 @@ int hpu_queue_current_device(void);
  * workers (all of them, due or not, when `all`: the caller goes to sleep). */
 int hpu_queue_kicks_due(void);
 void hpu_queue_kick(int all);
+/* An awake pool worker runs a deferred task itself rather than wake the
+ * queue worker: 1 when one could start now (a cheap look); run_deferred
+ * runs those, each as its card's next task, and returns how many. */
+int hpu_queue_deferred_runnable(void);
+int hpu_queue_run_deferred(void);
 /* parallel.c: 1 when a pool worker is awake, and so will run the kicks. */
 int hpu_parallel_worker_awake(void);
 

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "hpu/hpu.h"
+#include "runtime/runtime.h" /* hpu_queue_current_device */
 
 typedef struct {
   int *hits;
@@ -271,16 +272,15 @@ static void spin_range(void *ctx, int64_t b, int64_t e) {
 }
 
 /* A push that finds the queue worker asleep while a pool worker is awake
- * leaves the wake to the pool worker (so that a synchronize right after can
- * run the task on the host without a third busy thread). With nobody
- * synchronizing, the task must still run: the pool worker wakes the queue
- * worker after a short delay, or before it sleeps itself. */
+ * leaves the wake to the pool worker (no third busy thread on a 2-core
+ * box). With nobody synchronizing, the task must still run: the pool
+ * worker runs it, or wakes the queue worker. */
 static void test_deferred_wake_still_runs(void) {
   CU_ASSERT_EQUAL(hpu_set_num_threads(2), HPU_SUCCESS);
   hpu_stream_t s;
   CU_ASSERT_EQUAL_FATAL(hpu_stream_default(0, &s), HPU_SUCCESS);
   int64_t deferred0 = hpu_metric_get("queue_wake_deferred");
-  int64_t woken0 = hpu_metric_get("queue_wake_by_pool");
+  int64_t woken0 = hpu_metric_get("queue_wake_by_pool") + hpu_metric_get("queue_wake_run_by_pool");
   int pushed = 0, late = 0;
   for (int rep = 0; rep < 50 && hpu_metric_get("queue_wake_deferred") == deferred0; rep++) {
     CU_ASSERT_EQUAL(hpu_stream_synchronize(s), HPU_SUCCESS);
@@ -296,9 +296,63 @@ static void test_deferred_wake_still_runs(void) {
   }
   CU_ASSERT_EQUAL(late, 0);
   CU_ASSERT(hpu_metric_get("queue_wake_deferred") > deferred0);
-  CU_ASSERT(hpu_metric_get("queue_wake_by_pool") > woken0);
+  CU_ASSERT(hpu_metric_get("queue_wake_by_pool") + hpu_metric_get("queue_wake_run_by_pool") > woken0);
   CU_ASSERT_EQUAL(hpu_stream_synchronize(s), HPU_SUCCESS);
   CU_ASSERT_EQUAL(atomic_load(&flag_runs), pushed);
+}
+
+/* Chunks slow enough that a synchronize started after the push joins them. */
+static void slow_cover(void *ctx, int64_t b, int64_t e) {
+  usleep(200);
+  cover_range(ctx, b, e);
+}
+
+typedef struct {
+  cover_t cover;
+  int device_seen;
+  pthread_t thread;
+} pool_task_t;
+
+static hpu_status_t parallel_task(void *arg) {
+  pool_task_t *t = arg;
+  t->device_seen = hpu_queue_current_device();
+  t->thread = pthread_self();
+  t->cover.caller = pthread_self();
+  hpu_parallel_for(64, 4, slow_cover, &t->cover);
+  return HPU_SUCCESS;
+}
+
+/* The awake pool worker runs a deferred task itself, as the card's (a
+ * synchronize from inside would be refused), and the task's kernel is
+ * still split: the host's synchronize takes chunks of it. */
+static void test_pool_runs_deferred_task(void) {
+  CU_ASSERT_EQUAL(hpu_set_num_threads(2), HPU_SUCCESS);
+  hpu_stream_t s;
+  CU_ASSERT_EQUAL_FATAL(hpu_stream_default(0, &s), HPU_SUCCESS);
+  int64_t ran0 = hpu_metric_get("queue_wake_run_by_pool");
+  int covered = 1, as_card = 1, joined = 0;
+  for (int rep = 0; rep < 50 && !(hpu_metric_get("queue_wake_run_by_pool") > ran0 && joined); rep++) {
+    CU_ASSERT_EQUAL(hpu_stream_synchronize(s), HPU_SUCCESS);
+    usleep(5000);                             /* the queue worker goes to sleep */
+    hpu_parallel_for(8, 2, spin_range, NULL); /* a pool worker is awake after this */
+    pool_task_t t = {.cover = {.hits = calloc(65, sizeof(int)), .min_chunk = INT64_MAX,
+                               .mu = PTHREAD_MUTEX_INITIALIZER},
+                     .device_seen = -2};
+    int64_t before = hpu_metric_get("queue_wake_run_by_pool");
+    CU_ASSERT_EQUAL(hpu_stream_enqueue(s, parallel_task, &t, NULL), HPU_SUCCESS);
+    usleep(100); /* the pool worker has taken it */
+    CU_ASSERT_EQUAL(hpu_stream_synchronize(s), HPU_SUCCESS);
+    for (int i = 0; i < 64; i++) covered &= t.cover.hits[i] == 1;
+    if (hpu_metric_get("queue_wake_run_by_pool") > before) {
+      as_card &= t.device_seen == 0 && !pthread_equal(t.thread, pthread_self());
+      joined |= t.cover.other_threads > 0;
+    }
+    free(t.cover.hits);
+  }
+  CU_ASSERT(hpu_metric_get("queue_wake_run_by_pool") > ran0);
+  CU_ASSERT(covered);
+  CU_ASSERT(as_card);
+  CU_ASSERT(joined);
 }
 
 static void nop_range(void *ctx, int64_t b, int64_t e) {
@@ -330,6 +384,7 @@ int main(void) {
   CU_add_test(s, "pending chunks", test_pending);
   CU_add_test(s, "an idle queue worker helps", test_idle_queue_worker_helps);
   CU_add_test(s, "a deferred wake still runs the task", test_deferred_wake_still_runs);
+  CU_add_test(s, "the pool runs a deferred task, split", test_pool_runs_deferred_task);
   CU_add_test(s, "call overhead", test_overhead);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();

@@ -13,9 +13,10 @@ Metrics known here:
                        on its own thread, as the card's queue was idle)]
   fusion              [("FusedNodes", nodes run inside fused groups), ("Groups", n),
                        ("DroppedStores", intermediates never written to memory)]
-  queue_wake          [("Deferred", pushes that left a sleeping queue worker asleep for the
-                       host's synchronize to run the op), ("ByPool", of those, the ones a
-                       pool worker woke the queue worker for, as nobody synchronized in time)]
+  queue_wake          [("Deferred", pushes that left a sleeping queue worker asleep, as a
+                       pool worker was awake), ("RunByPool", of those, the ops that awake pool
+                       worker ran itself), ("ByPool", the ones it woke the queue worker for, as
+                       it could not take them and nobody synchronized in time)]
 """
 from .. import _C
 
@@ -80,7 +81,8 @@ def _fusion_stats():
 
 
 def _queue_wake_stats():
-    return [("Deferred", _counter("queue_wake_deferred")), ("ByPool", _counter("queue_wake_by_pool"))]
+    return [("Deferred", _counter("queue_wake_deferred")), ("RunByPool", _counter("queue_wake_run_by_pool")),
+            ("ByPool", _counter("queue_wake_by_pool"))]
 
 
 def _reset(*names):
