@@ -417,12 +417,18 @@ static void softmax_rows(void *ctx, int64_t begin, int64_t end) {
   free(bx);
 }
 
+/* Elements per chunk. A row costs about 1 ns per element (an exp), ten
+ * times an add, so the elementwise grain (32768) left [256 x 128] and
+ * [16 x 1024] on one thread: 0.56 and 0.91 of torch's speed, 1.01 and 1.04
+ * with 8192 (medians of 9 same-process rounds); larger inputs unchanged. */
+#define SOFTMAX_GRAIN 8192
+
 void hpu_nn_softmax(const hpu_node_t *node) {
   sm_t c = {node, rows(), 0, 0, 0, (int)node->params.nn.i[1]};
   geometry(&node->inputs[0], node->params.nn.i[0], &c.outer, &c.D, &c.inner);
   int64_t nrows = c.outer * c.inner;
   if (nrows == 0 || c.D == 0) return;
-  int64_t grain = 32768 / c.D;
+  int64_t grain = SOFTMAX_GRAIN / c.D;
   hpu_parallel_for(nrows, grain > 0 ? grain : 1, softmax_rows, &c);
 }
 
