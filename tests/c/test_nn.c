@@ -341,10 +341,12 @@ static void test_topk_rows_every_isa(void) {
 }
 
 /* Column sums of tall [rows, cols] planes (bias gradients): the row-group
- * path (rows >= 4096) and the column-block path match a double reference,
- * and 1, 2 and 3 threads give the same bits. */
+ * path (rows >= 1024, cols <= 1024; a last group shorter than the others)
+ * and the column-block path (fewer rows, or wider) match a double
+ * reference, and 1, 2 and 3 threads give the same bits. */
 static void test_column_sums_any_thread_count(void) {
-  static const int64_t shapes[][2] = {{5000, 300}, {4096, 1024}, {9000, 17}, {3000, 300}, {4100, 1500}};
+  static const int64_t shapes[][2] = {{5000, 300}, {4096, 1024}, {9000, 17},  {3000, 300},
+                                      {2047, 768}, {1024, 256},  {1000, 300}, {4100, 1500}};
   uint32_t seed = 777;
   for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
     int64_t R = shapes[si][0], C = shapes[si][1];
