@@ -37,7 +37,7 @@ static inline int hpu_nn_row_dtype(hpu_dtype_t dt) { return dt == HPU_FLOAT32 ||
  * max or min (of the first NaN when there is one). */
 float hpu_nn_run_minmax(hpu_dtype_t dt, const void *p, int64_t n, int mx, int *nan);
 /* hpu_nn_run_minmax's function for dt on this CPU, for a loop over rows
- * (picking it per row of 1024 cost 3% of a row max). */
+ * (picking it per row: 2% of an amax loop's samples, the kernel 33%). */
 typedef float (*hpu_nn_minmax_fn)(const void *p, int64_t n, int mx, int *nan);
 hpu_nn_minmax_fn hpu_nn_minmax_for(hpu_dtype_t dt);
 int64_t hpu_nn_run_argminmax(hpu_dtype_t dt, const void *p, int64_t n, int mx);
