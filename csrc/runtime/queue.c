@@ -135,6 +135,21 @@ static void finish_task(queue_t *q) {
   if (q->waiters) pthread_cond_broadcast(&q->done_cv);
 }
 
+/* Runs a task taken from q (q->mu not held) on a thread other than the
+ * worker (a synchronizer, the host, a pool worker) as the card's, so that a
+ * synchronize from inside it is refused; then finishes it and leaves the
+ * tasks pushed meanwhile, and exit, to the sleeping worker. Returns with
+ * q->mu held. */
+static void run_here_as_card(queue_t *q, const task_t *t) {
+  int saved = worker_device;
+  worker_device = q->device;
+  run_task(q, t);
+  worker_device = saved;
+  pthread_mutex_lock(&q->mu);
+  finish_task(q);
+  if (q->sleeping && (q->count > 0 || q->stopping)) pthread_cond_signal(&q->work_cv);
+}
+
 /* Lock-free look: a task among the first `limit` pushed is unstarted and
  * none is running (can_start, as far as those tasks go). */
 static int may_take(queue_t *q, uint64_t limit) {
@@ -340,15 +355,8 @@ int hpu_queue_run_deferred(void) {
     q->pool_running = 1;
     pthread_mutex_unlock(&q->mu);
     hpu_metric_add("queue_wake_run_by_pool", 1);
-    int saved = worker_device;
-    worker_device = q->device;
-    run_task(q, &t);
-    worker_device = saved;
-    pthread_mutex_lock(&q->mu);
+    run_here_as_card(q, &t);
     q->pool_running = 0;
-    finish_task(q);
-    /* Tasks pushed meanwhile are the worker's (their push woke it). */
-    if (q->sleeping && (q->count > 0 || q->stopping)) pthread_cond_signal(&q->work_cv);
     pthread_mutex_unlock(&q->mu);
     ran++;
   }
@@ -413,13 +421,7 @@ int hpu_queue_run_if_idle(int device, hpu_task_fn fn, void *arg) {
   atomic_fetch_add(&q->submitted, 1);
   pthread_mutex_unlock(&q->mu);
   task_t t = {fn, arg, NULL};
-  int saved = worker_device;
-  worker_device = device;
-  run_task(q, &t);
-  worker_device = saved;
-  pthread_mutex_lock(&q->mu);
-  finish_task(q);
-  if (q->sleeping && q->count > 0) pthread_cond_signal(&q->work_cv);
+  run_here_as_card(q, &t);
   pthread_mutex_unlock(&q->mu);
   return 1;
 }
@@ -467,14 +469,7 @@ static void wait_submitted(queue_t *q, int take) {
     if (take && can_start(q) && atomic_load(&q->started) < w.target) {
       task_t t = take_task(q);
       pthread_mutex_unlock(&q->mu);
-      int saved = worker_device;
-      worker_device = q->device;
-      run_task(q, &t);
-      worker_device = saved;
-      pthread_mutex_lock(&q->mu);
-      finish_task(q);
-      /* Tasks pushed after the call are the worker's again. */
-      if (q->sleeping && (q->count > 0 || q->stopping)) pthread_cond_signal(&q->work_cv);
+      run_here_as_card(q, &t); /* tasks pushed after the call are the worker's again */
       continue;
     }
     pthread_mutex_unlock(&q->mu);
