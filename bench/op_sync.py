@@ -5,14 +5,16 @@ to the card's queue; a synchronize right after it waits for it. This is the
 step of a loop that reads a result back every op (and of bench/ops.py's
 rows), where the hand-off to the queue is not hidden behind Python. The
 kernels are the same at every size, so the ratio falls with the fixed cost
-of the hand-off as the ops get smaller.
+of the hand-off as the ops get smaller. The "add x40" row is the other use:
+40 ops in a row, then one synchronize (times per op), where the queue lets
+Python run ahead of the kernels.
 
 Rounds alternate torch and hpu in this process; each round takes the 10th
 percentile of `--reps` timed calls per side (after 30 ms of untimed calls), and the median over rounds of
 the per-round speed (torch time / hpu time, > 1: hpu faster) is printed
 with its range. Both sides use `--threads` threads.
 
-    python bench/op_sync.py [--rows 16,64,256,1024] [--rounds 11] [--reps 300] [--threads 2]
+    python bench/op_sync.py [--rows 16,64,256,1024] [--rounds 11] [--reps 300] [--threads 2] [--chain 40]
 """
 import argparse
 import statistics
@@ -46,6 +48,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=11)
     ap.add_argument("--reps", type=int, default=300)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--chain", type=int, default=40, help="ops per call in the 'add xN' row (one synchronize)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     htcore._set_lazy_mode(False)
@@ -57,18 +60,27 @@ def main():
         x, y = torch.randn(rows, 1024, generator=g), torch.randn(rows, 1024, generator=g)
         z = torch.empty_like(x)
         xh, yh, zh = x.to("hpu"), y.to("hpu"), z.to("hpu")
+        n = args.chain
+
+        def chain(a, b, c):
+            for _ in range(n):
+                torch.add(a, b, out=c)
+            return c
+
         cases = [
-            ("add out=", lambda: torch.add(x, y, out=z), lambda: (torch.add(xh, yh, out=zh), sync())),
-            ("amax", lambda: x.amax(-1), lambda: (xh.amax(-1), sync())),
-            ("softmax", lambda: x.softmax(-1), lambda: (xh.softmax(-1), sync())),
+            ("add out=", 1, lambda: torch.add(x, y, out=z), lambda: (torch.add(xh, yh, out=zh), sync())),
+            ("amax", 1, lambda: x.amax(-1), lambda: (xh.amax(-1), sync())),
+            ("softmax", 1, lambda: x.softmax(-1), lambda: (xh.softmax(-1), sync())),
+            # a stream of ops with one synchronize at the end (times per op)
+            (f"add x{n}", n, lambda: chain(x, y, z), lambda: (chain(xh, yh, zh), sync())),
         ]
-        for name, cpu_fn, hpu_fn in cases:
+        for name, ops, cpu_fn, hpu_fn in cases:
             torch.testing.assert_close(hpu_fn()[0].cpu(), cpu_fn(), rtol=1e-5, atol=1e-6)
             speeds, tc, th = [], [], []
             for _ in range(args.rounds):
-                c, h = p10(cpu_fn, args.reps), p10(hpu_fn, args.reps)
-                tc.append(c)
-                th.append(h)
+                c, h = p10(cpu_fn, max(1, args.reps // ops)), p10(hpu_fn, max(1, args.reps // ops))
+                tc.append(c / ops)
+                th.append(h / ops)
                 speeds.append(c / h)
             print(f"{name:8s} {f'[{rows}x1024]':>12s} {statistics.median(tc) * 1e6:9.1f} "
                   f"{statistics.median(th) * 1e6:8.1f}  {statistics.median(speeds):.2f} "

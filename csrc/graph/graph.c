@@ -274,11 +274,29 @@ hpu_status_t hpu_graph_run_or_launch(hpu_graph_t *graph, hpu_stream_t stream) {
  * handing them to the queue's worker costs. */
 #define INLINE_MAX_ELEMENTS 4096
 
-static int is_tiny(const hpu_node_t *node) {
+/* Kernels from this many elements on (an add of 350K floats, a softmax over
+ * 512K) keep both cores of a 2-core box busy for 50 us and more: the queue
+ * has little to overlap them with, because the Python thread that would
+ * run ahead of the worker needs a core the kernel uses. Streamed through
+ * the queue, three threads take turns on two cores (the caller running
+ * ahead and then helping in its synchronize, the queue worker, the pool
+ * worker), and a chunk whose thread is preempted holds up the whole
+ * kernel. 40 adds of [1024 x 1024] in a row, then one synchronize: the
+ * calling thread had 1500-4500 involuntary context switches per 100 such
+ * loops through the queue and 4-18 when it ran each kernel itself; speed
+ * against torch went from 0.85-0.92 to 0.92-0.98 (medians of 9-21
+ * same-process rounds, 2-vCPU Zen 3, +5-12% per round). One op and its
+ * synchronize, and chains with compute-bound ops (softmax), stay within
+ * 2% either way. Below about this size the queue's overlap with Python
+ * pays (40 adds of [64 x 1024]: 1.30 of torch through the queue, 1.15 run
+ * by the caller) or it is a wash ([256 x 1024]). */
+#define INLINE_MIN_LARGE_ELEMENTS (1 << 20)
+
+static int64_t operand_elements(const hpu_node_t *node) {
   int64_t total = 0;
   for (int k = 0; k < node->num_inputs; k++) total += hpu_tensor_numel(&node->inputs[k]);
   for (int k = 0; k < node->num_outputs; k++) total += hpu_tensor_numel(&node->outputs[k]);
-  return total <= INLINE_MAX_ELEMENTS;
+  return total;
 }
 
 static hpu_status_t run_node(void *node) { return hpu_node_execute(node); }
@@ -288,9 +306,13 @@ hpu_status_t hpu_launch(hpu_stream_t stream, const hpu_node_t *node) {
   if (st != HPU_SUCCESS) return st;
   /* Whatever lazy mode recorded on this card runs first. */
   if ((st = hpu_lazy_flush(stream.device)) != HPU_SUCCESS) return st;
-  if (is_tiny(node) && hpu_rt_check_stream(stream) == HPU_SUCCESS &&
-      hpu_queue_run_if_idle(stream.device, run_node, (void *)node))
+  int64_t elements = operand_elements(node);
+  int large = elements >= INLINE_MIN_LARGE_ELEMENTS;
+  if ((elements <= INLINE_MAX_ELEMENTS || large) && hpu_rt_check_stream(stream) == HPU_SUCCESS &&
+      hpu_queue_run_if_idle(stream.device, run_node, (void *)node)) {
+    if (large) hpu_metric_add("eager_inline_large", 1); /* tiny ones are too many to count */
     return HPU_SUCCESS;
+  }
   hpu_graph_t *g = NULL;
   if ((st = hpu_graph_create(&g)) != HPU_SUCCESS) return st;
   if ((st = append_unchecked(g, node)) != HPU_SUCCESS) {

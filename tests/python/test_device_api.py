@@ -121,7 +121,9 @@ def test_op_then_synchronize_defers_the_queue_wake():
         wake = metric_global("queue_wake")
         wake.reset()
         assert dict(wake.stats()) == {"Deferred": 0, "RunByPool": 0, "ByPool": 0}
-        x = torch.randn(1024, 1024, generator=torch.Generator().manual_seed(0))
+        # 512K elements: queued (eager ops of 1M+ elements run on the
+        # calling thread when the queue is idle, see the test below)
+        x = torch.randn(512, 1024, generator=torch.Generator().manual_seed(0))
         xh = x.to("hpu")
         for _ in range(200):  # retried: a loaded machine may put the pool worker to sleep
             xh.sum(-1)  # a parallel kernel: a pool worker stays awake 500 us after it
@@ -189,6 +191,41 @@ def test_synchronize_runs_recorded_work_on_its_own_thread_when_idle():
     torch.testing.assert_close(q.cpu(), want, rtol=1e-4, atol=1e-2)
 
 
+def test_large_eager_op_runs_on_the_calling_thread_when_the_queue_is_idle():
+    """Eager mode: an op of 1M+ elements over its operands runs on the
+    calling thread when nothing is queued (counted in eager_inline's Large);
+    a smaller one is queued; a large one behind queued work is queued after
+    it and sees its result."""
+    import habana_torch.core as htcore
+    from habana_torch.hpu.metrics import metric_global
+
+    if htcore.is_lazy():
+        pytest.skip("lazy mode records ops into graphs")
+    g = torch.Generator().manual_seed(3)
+    x, y = torch.randn(1024, 1024, generator=g), torch.randn(1024, 1024, generator=g)
+    xh, yh = x.to("hpu"), y.to("hpu")
+    inline = metric_global("eager_inline")
+    torch.hpu.synchronize()
+    inline.reset()
+    z = xh + yh  # 3M elements
+    assert dict(inline.stats())["Large"] == 1
+    torch.hpu.synchronize()
+    s = xh[:300].sum(-1)  # 300K elements: queued
+    assert dict(inline.stats())["Large"] == 1
+    torch.testing.assert_close(z.cpu(), x + y, rtol=0, atol=0)
+    torch.testing.assert_close(s.cpu(), x[:300].sum(-1), rtol=1e-5, atol=1e-4)
+    # behind queued work: a product of a few milliseconds, then a large op
+    # that reads its result
+    a = torch.randn(512, 512, generator=g)
+    ah = a.to("hpu")
+    torch.hpu.synchronize()
+    t = (ah @ ah).sum()  # queued
+    w = xh * t  # 2M elements, must wait for t
+    torch.testing.assert_close(w.cpu(), x * (a @ a).sum(), rtol=1e-4, atol=1e-2)
+    inline.reset()
+    assert dict(inline.stats())["Large"] == 0
+
+
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the kernel pool spins only with 2+ CPUs")
 def test_queue_defer_wake_can_be_switched_off():
     r = run_python(
@@ -196,7 +233,7 @@ def test_queue_defer_wake_can_be_switched_off():
         import time, torch, habana_torch
         from habana_torch.hpu.metrics import metric_global
         torch.set_num_threads(2)
-        x = torch.randn(1024, 1024, generator=torch.Generator().manual_seed(0))
+        x = torch.randn(512, 1024, generator=torch.Generator().manual_seed(0))
         xh = x.to("hpu")
         for _ in range(100):  # the setup that defers in the test above
             xh.sum(-1)
