@@ -12,7 +12,11 @@ torch.hpu.synchronize(), so they include the queued work.
   matmul fp32/bf16, 256..2048 + a transposed operand: speed >= 1.0 (= GFLOP/s ratio)
   elementwise, softmax, layer_norm, gelu, reductions (sum/mean/amax/argmax/var/
   logsumexp over rows, sum over columns), topk, cumsum, softmax / log_softmax /
-  gelu backward, 1M..64M elems: speed >= 1.0
+  gelu backward, 1M..64M elems: speed >= 1.0, or, where torch is already at
+    the hardware limit, match it: torch's best time within 1.10x of a bare C
+    loop streaming the same bytes on the same threads (stream_limit; the
+    ratio is printed per row) and speed >= 0.95, shown as MATCH (issue 3's
+    own clause)
   per-op host overhead (loop of tiny adds, one synchronize): hpu/cpu time <= 1.5
   BERT training step, GPT2 greedy generation: hpu/cpu time <= 1.0
 
@@ -74,6 +78,132 @@ def measured_fp32_core_gflops():
             return float(subprocess.run([exe], check=True, capture_output=True, text=True).stdout)
     except (OSError, subprocess.CalledProcessError, ValueError):
         return None
+
+
+# The streaming limit of a memory-bound row: a bare C loop over the same
+# bytes (no dispatch, no allocation, the data as hot as in the timed calls)
+# on the same number of threads, each on its share, passes started together
+# (a barrier) and the best pass kept, like the STREAM benchmark. Issue 3
+# asks the kernels to beat torch "or match them where they are already at
+# the hardware limit"; this measures where that is.
+STREAM_PROBE_C = r"""
+#include <pthread.h>
+#include <stdlib.h>
+#include <time.h>
+static double now(void){struct timespec t;clock_gettime(CLOCK_MONOTONIC,&t);return t.tv_sec+t.tv_nsec*1e-9;}
+typedef struct { int kind, reps, id, threads; const float *a, *b; float *c; long n;
+                 pthread_barrier_t *bar; double *times; int *go; } job_t;
+/* kind 0: c = a + b (two reads, one write); 1: c = 2a (one read, one
+ * write); 2: a sum of a (one read; 64 partial sums so that the adds keep
+ * up with the loads). */
+static void pass(int kind, const float *restrict a, const float *restrict b, float *restrict c, long n) {
+  if (kind == 0) {
+    for (long i = 0; i < n; i++) c[i] = a[i] + b[i];
+  } else if (kind == 1) {
+    for (long i = 0; i < n; i++) c[i] = a[i] * 2.0f;
+  } else {
+    float s[64] = {0};
+    long i = 0;
+    for (; i + 64 <= n; i += 64)
+      for (int k = 0; k < 64; k++) s[k] += a[i + k];
+    for (; i < n; i++) s[0] += a[i];
+    float tot = 0;
+    for (int k = 0; k < 64; k++) tot += s[k];
+    c[0] = tot;
+  }
+}
+static void *run(void *p) {
+  job_t *j = p;
+  long lo = j->n * j->id / j->threads, hi = j->n * (j->id + 1) / j->threads;
+  int go;
+  while (!(go = __atomic_load_n(j->go, __ATOMIC_ACQUIRE))) ; /* every thread started, or -1 */
+  if (go < 0) return NULL;
+  for (int r = 0; r < j->reps; r++) {
+    pthread_barrier_wait(j->bar);
+    double t = now();
+    pass(j->kind, j->a + lo, j->b + lo, j->c + lo, hi - lo);
+    j->times[(long)r * j->threads + j->id] = now() - t;
+  }
+  return NULL;
+}
+/* The best over `reps` passes of the slowest thread's time for the pass
+ * (seconds), or -1 if the threads cannot be started. */
+double stream(int kind, const float *a, const float *b, float *c, long n, int threads, int reps) {
+  pthread_t tid[64];
+  job_t jobs[64];
+  pthread_barrier_t bar;
+  if (threads < 1 || threads > 64) return -1;
+  double *times = calloc((size_t)reps * threads, sizeof *times);
+  if (!times) return -1;
+  pthread_barrier_init(&bar, NULL, threads);
+  int go = 0, started = 1;
+  for (int i = 0; i < threads; i++) {
+    jobs[i] = (job_t){kind, reps, i, threads, a, b, c, n, &bar, times, &go};
+    if (i > 0 && pthread_create(&tid[i], NULL, run, &jobs[i]) != 0) break;
+    if (i > 0) started++;
+  }
+  __atomic_store_n(&go, started == threads ? 1 : -1, __ATOMIC_RELEASE);
+  double best = -1;
+  if (started == threads) run(&jobs[0]);
+  for (int i = 1; i < started; i++) pthread_join(tid[i], NULL);
+  if (started == threads) {
+    for (int r = 0; r < reps; r++) {
+      double worst = 0;
+      for (int i = 0; i < threads; i++)
+        if (times[(long)r * threads + i] > worst) worst = times[(long)r * threads + i];
+      if (best < 0 || worst < best) best = worst;
+    }
+  }
+  pthread_barrier_destroy(&bar);
+  free(times);
+  return best;
+}
+"""
+PROBE_KINDS = {"binary": 0, "unary": 1, "read": 2}
+_probe_lib = []
+
+
+def stream_probe_lib():
+    """The compiled probe (ctypes), or None without a C compiler."""
+    if not _probe_lib:
+        import atexit
+        import ctypes
+        import shutil
+        import tempfile
+        lib = None
+        try:
+            d = tempfile.mkdtemp(prefix="hpu-stream-probe-")
+            atexit.register(shutil.rmtree, d, True)
+            src, so = os.path.join(d, "probe.c"), os.path.join(d, "probe.so")
+            open(src, "w").write(STREAM_PROBE_C)
+            subprocess.run(["cc", "-O3", "-march=native", "-shared", "-fPIC", "-pthread", "-o", so, src],
+                           check=True, capture_output=True)
+            lib = ctypes.CDLL(so)
+            lib.stream.restype = ctypes.c_double
+            lib.stream.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                                   ctypes.c_long, ctypes.c_int, ctypes.c_int]
+        except (OSError, subprocess.CalledProcessError):
+            lib = None
+        _probe_lib.append(lib)
+    return _probe_lib[0]
+
+
+def stream_limit(kind, n, threads, budget=0.1):
+    """Best seconds for one pass of the probe `kind` over n floats (per
+    operand) on `threads` threads (about `budget` seconds of passes), or None
+    without a C compiler."""
+    lib = stream_probe_lib()
+    if lib is None:
+        return None
+    a, b, c = torch.rand(n), torch.rand(n), torch.empty(n)
+    one = lib.stream(PROBE_KINDS[kind], a.data_ptr(), b.data_ptr(), c.data_ptr(), n, threads, 1)
+    # torch's OpenMP workers spin for milliseconds after a parallel region
+    # (torch.rand above, the timed calls before): let them go to sleep
+    # first, or the probe's threads share the cores with them.
+    time.sleep(0.05)
+    t = lib.stream(PROBE_KINDS[kind], a.data_ptr(), b.data_ptr(), c.data_ptr(), n, threads,
+                   max(3, min(2000, int(budget / max(one, 1e-6)))))
+    return t if t > 0 else None
 
 
 def cpu_info():
@@ -195,16 +325,31 @@ def time_pair(cpu_fn, hpu_fn, reps, budget, settle=0.0, warmed=False):
 ROWS = []
 
 
-def record(group, case, tc, th, target_speed, target_text, extra="", per=1):
-    """Stores one row; speed = best cpu time / best hpu time."""
+# The hardware-limit clause of issue 3 ("or match them where they are
+# already at the hardware limit"): torch's best time within AT_LIMIT of the
+# streaming probe's (stream_limit) makes it a row where torch is at the
+# limit, and there the hpu passes by matching torch: speed >= MATCH_SPEED
+# (the same-process noise of this shared 2-vCPU machine is about 5%). Such
+# rows print MATCH, not PASS, and the summary counts them apart.
+AT_LIMIT = 1.10
+MATCH_SPEED = 0.95
+
+
+def record(group, case, tc, th, target_speed, target_text, extra="", per=1, limit_s=None):
+    """Stores one row; speed = best cpu time / best hpu time. limit_s: the
+    streaming probe's best time for the row's bytes (memory-bound rows)."""
     bc, bh = min(tc) / per, min(th) / per
     speed = bc / bh
+    at_limit = limit_s is not None and bc <= AT_LIMIT * limit_s
+    match = speed < target_speed and at_limit and speed >= MATCH_SPEED
+    if limit_s is not None:
+        extra += f"; torch/stream probe time {bc / limit_s:.2f}"
     row = {
         "group": group, "case": case,
         "cpu_s": bc, "hpu_s": bh,
         "cpu_med_s": statistics.median(tc) / per, "hpu_med_s": statistics.median(th) / per,
         "n": len(tc), "speed": speed, "target_speed": target_speed, "target": target_text,
-        "pass": speed >= target_speed, "extra": extra,
+        "pass": speed >= target_speed or match, "match": match, "limit_s": limit_s, "extra": extra,
     }
     ROWS.append(row)
     print_row(row)
@@ -226,7 +371,7 @@ HEADER = (f"{'group':9s} {'case':34s} {'cpu best':>11s} {'hpu best':>11s} {'cpu 
 def print_row(r):
     print(f"{r['group']:9s} {r['case']:34s} {fmt_t(r['cpu_s'])} {fmt_t(r['hpu_s'])} "
           f"{fmt_t(r['cpu_med_s'])} {fmt_t(r['hpu_med_s'])} {r['speed']:6.2f} {r['target']:>22s} "
-          f"{'PASS' if r['pass'] else 'FAIL':6s}  {r['extra']}", flush=True)
+          f"{'MATCH' if r.get('match') else 'PASS' if r['pass'] else 'FAIL':6s}  {r['extra']}", flush=True)
 
 
 def check(name, got, want, ref=None, **tol):
@@ -299,8 +444,12 @@ def run_unary_cases(group, args, cases):
         for name, fn, make, tol in cases:
             xs = make(n)
             hs = [x.to("hpu") for x in xs]
-            check(f"{name} {size_name(n)}", fn(*hs), fn(*xs),
+            want = fn(*xs)
+            check(f"{name} {size_name(n)}", fn(*hs), want,
                   ref=lambda: fn(*[x.double() if x.is_floating_point() else x for x in xs]), **tol)
+            # the probe with the row's memory traffic: a reduction reads,
+            # an op of one input reads and writes, of more inputs reads two
+            probe = ("read" if want.numel() < xs[0].numel() else "unary" if len(xs) == 1 else "binary")
             cpu_fn = lambda: fn(*xs)
 
             def hpu_fn():
@@ -309,8 +458,10 @@ def run_unary_cases(group, args, cases):
 
             tc, th = time_pair(cpu_fn, hpu_fn, args.reps, args.budget, args.settle)
             gbs = sum(x.numel() * x.element_size() for x in xs) / min(th) / 1e9
-            record(group, f"{name} {size_name(n)}", tc, th, 1.0, "speed >= 1.0", f"hpu reads {gbs:5.1f} GB/s")
-            del xs, hs
+            limit = stream_limit(probe, n, args.threads) if args.limit_probe else None
+            record(group, f"{name} {size_name(n)}", tc, th, 1.0, "speed >= 1.0", f"hpu reads {gbs:5.1f} GB/s",
+                   limit_s=limit)
+            del xs, hs, want
 
 
 def randn2(n, k=2, rows=1024, seed=0):
@@ -552,7 +703,8 @@ def plot(rows, path, info):
     ax.set_xscale("log")
     ax.axvline(1.0, color="black", lw=1, ls="--")
     ax.set_yticks(ys)
-    ax.set_yticklabels([f"{r['case']}" + ("" if r["pass"] else "  [FAIL]") for r in rows], fontsize=7)
+    ax.set_yticklabels([f"{r['case']}" + ("  [MATCH]" if r.get("match") else "" if r["pass"] else "  [FAIL]")
+                        for r in rows], fontsize=7)
     ax.set_xlabel("speed = torch CPU time / hpu time (log; > 1: hpu faster). "
                   "Black tick: target (overhead: hpu/cpu <= 1.5, i.e. 0.67)")
     ax.set_title(f"habana_torch kernel library vs torch {torch.__version__.split('+')[0]} CPU, "
@@ -583,6 +735,8 @@ def main():
     ap.add_argument("--model-warmup", type=int, default=1)
     ap.add_argument("--no-lazy", dest="lazy", action="store_false", help="skip the lazy-mode BERT row")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--no-limit-probe", dest="limit_probe", action="store_false",
+                    help="op rows: skip the streaming-limit probe (then every row needs speed >= 1.0)")
     ap.add_argument("--lazy-ops", action="store_true",
                     help="time the op rows in lazy mode (default: eager, the kernels as launched one by one)")
     ap.add_argument("--json", help="write the rows and machine info here")
@@ -623,7 +777,11 @@ def main():
     info["wall_s"] = time.perf_counter() - t0
     print(f"uptime after: {info['uptime_after']}  (wall {info['wall_s']:.0f} s)")
     fails = [r for r in ROWS if not r["pass"]]
-    print(f"{len(ROWS) - len(fails)}/{len(ROWS)} PASS" + (": FAIL " + "; ".join(r["case"] for r in fails) if fails else ""))
+    matches = [r for r in ROWS if r.get("match")]
+    print(f"{len(ROWS) - len(fails)}/{len(ROWS)} PASS"
+          + (f" ({len(matches)} by matching torch at the stream limit: "
+             + "; ".join(f"{r['case']} {r['speed']:.2f}" for r in matches) + ")" if matches else "")
+          + (": FAIL " + "; ".join(r["case"] for r in fails) if fails else ""))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"info": info, "args": vars(args), "rows": ROWS}, f, indent=1)
