@@ -66,15 +66,23 @@ int main(void){ double f=0; for(int r=0;r<60;r++){double v=fp32(500000); if(v>f)
 """
 
 
+def compile_c(source, out, *flags):
+    """Compiles C `source` (text) with cc into the path `out` (its source is
+    written beside it). Raises OSError or CalledProcessError."""
+    src = out + ".c"
+    with open(src, "w") as f:
+        f.write(source)
+    subprocess.run(["cc", "-O3", *flags, "-o", out, src], check=True, capture_output=True)
+    return out
+
+
 def measured_fp32_core_gflops():
     """One core's AVX-512 FMA rate from a 12-chain vfmadd231ps loop (compiled
     with cc on the spot; None if there is no compiler or no avx512f)."""
     import tempfile
     try:
         with tempfile.TemporaryDirectory() as d:
-            src, exe = os.path.join(d, "p.c"), os.path.join(d, "p")
-            open(src, "w").write(CLOCK_PROBE_C)
-            subprocess.run(["cc", "-O3", "-funroll-loops", "-o", exe, src], check=True, capture_output=True)
+            exe = compile_c(CLOCK_PROBE_C, os.path.join(d, "p"), "-funroll-loops")
             return float(subprocess.run([exe], check=True, capture_output=True, text=True).stdout)
     except (OSError, subprocess.CalledProcessError, ValueError):
         return None
@@ -174,10 +182,8 @@ def stream_probe_lib():
         try:
             d = tempfile.mkdtemp(prefix="hpu-stream-probe-")
             atexit.register(shutil.rmtree, d, True)
-            src, so = os.path.join(d, "probe.c"), os.path.join(d, "probe.so")
-            open(src, "w").write(STREAM_PROBE_C)
-            subprocess.run(["cc", "-O3", "-march=native", "-shared", "-fPIC", "-pthread", "-o", so, src],
-                           check=True, capture_output=True)
+            so = compile_c(STREAM_PROBE_C, os.path.join(d, "probe.so"), "-march=native", "-shared", "-fPIC",
+                           "-pthread")
             lib = ctypes.CDLL(so)
             lib.stream.restype = ctypes.c_double
             lib.stream.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
