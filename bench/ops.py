@@ -169,6 +169,7 @@ double stream(int kind, const float *a, const float *b, float *c, long n, int th
 """
 PROBE_KINDS = {"binary": 0, "unary": 1, "read": 2}
 _probe_lib = []
+_probe_bufs = {}
 
 
 def stream_probe_lib():
@@ -201,7 +202,12 @@ def stream_limit(kind, n, threads, budget=0.1):
     lib = stream_probe_lib()
     if lib is None:
         return None
-    a, b, c = torch.rand(n), torch.rand(n), torch.empty(n)
+    # The rows of one size come one after another: their probes share the
+    # buffers (the 64M rows would otherwise fill 768 MB each time).
+    if _probe_bufs.get("n") != n:
+        _probe_bufs.clear()
+        _probe_bufs.update(n=n, abc=(torch.rand(n), torch.rand(n), torch.empty(n)))
+    a, b, c = _probe_bufs["abc"]
     one = lib.stream(PROBE_KINDS[kind], a.data_ptr(), b.data_ptr(), c.data_ptr(), n, threads, 1)
     # torch's OpenMP workers spin for milliseconds after a parallel region
     # (torch.rand above, the timed calls before): let them go to sleep
