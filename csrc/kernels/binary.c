@@ -31,7 +31,14 @@
 #include "kernels/iter.h"
 #include "kernels/kernels.h"
 
-typedef enum { EW_ADD, EW_ADDA, EW_MUL, EW_DIV, EW_DIVT, EW_DIVF, EW_RELU, EW_NOPS } ew_op_t;
+/* DIVT16 / DIVF16: trunc / floor division of two bf16 or fp16 tensors with
+ * every intermediate rounded to that dtype, as PyTorch's CPU kernels compute
+ * them (in the tensors' own type, not in float: one bf16 quotient in six
+ * rounds up to the next integer before the trunc). A one-element divisor
+ * takes PyTorch's float path instead, which DIVT / DIVF are. */
+typedef enum {
+  EW_ADD, EW_ADDA, EW_MUL, EW_DIV, EW_DIVT, EW_DIVF, EW_DIVT16, EW_DIVF16, EW_RELU, EW_NOPS
+} ew_op_t;
 
 typedef struct ew_ctx ew_ctx_t;
 typedef void (*bin_fn)(char *o, int64_t so, const char *a, int64_t sa, const char *b, int64_t sb,
@@ -74,6 +81,22 @@ static inline double div_floor_D(double a, double b) {
   return fl;
 }
 
+static inline float div_trunc_R(float a, float b, hpu_dtype_t dt) {
+  return truncf(hpu_round_to(a / b, dt));
+}
+
+/* div_floor_F step by step in dtype dt (fmod is exact, so it needs no rounding). */
+static inline float div_floor_R(float a, float b, hpu_dtype_t dt) {
+  if (b == 0) return hpu_round_to(a / b, dt);
+  float mod = fmodf(a, b);
+  float div = hpu_round_to(hpu_round_to(a - mod, dt) / b, dt);
+  if (mod != 0 && (b < 0) != (mod < 0)) div = hpu_round_to(div - 1.0f, dt);
+  if (div == 0) return copysignf(0.0f, hpu_round_to(a / b, dt));
+  float fl = floorf(div);
+  if (hpu_round_to(div - fl, dt) > 0.5f) fl = hpu_round_to(fl + 1.0f, dt);
+  return fl;
+}
+
 static inline int64_t div_trunc_I(int64_t a, int64_t b) {
   if (b == 0) return 0;
   if (b == -1) return (int64_t)(0 - (uint64_t)a);
@@ -93,6 +116,9 @@ static inline int64_t div_floor_I(int64_t a, int64_t b) {
 #define OP_F_DIV(x, y, al) ((x) / (y))
 #define OP_F_DIVT(x, y, al) truncf((x) / (y))
 #define OP_F_DIVF(x, y, al) div_floor_F((x), (y))
+/* c is the loop's ew_ctx_t, in scope in both loop bodies */
+#define OP_F_DIVT16(x, y, al) div_trunc_R((x), (y), c->cdt)
+#define OP_F_DIVF16(x, y, al) div_floor_R((x), (y), c->cdt)
 #define OP_F_RELU(x, y, al) ((void)(y), (x) < 0 ? 0.0f : (x))
 
 #define OP_D_ADD(x, y, al) ((x) + (y))
@@ -101,6 +127,8 @@ static inline int64_t div_floor_I(int64_t a, int64_t b) {
 #define OP_D_DIV(x, y, al) ((x) / (y))
 #define OP_D_DIVT(x, y, al) trunc((x) / (y))
 #define OP_D_DIVF(x, y, al) div_floor_D((x), (y))
+#define OP_D_DIVT16 OP_D_DIVT /* never chosen: only bf16 / fp16 compute */
+#define OP_D_DIVF16 OP_D_DIVF
 #define OP_D_RELU(x, y, al) ((void)(y), (x) < 0 ? 0.0 : (x))
 
 #define OP_I_ADD(x, y, al) ((int64_t)((uint64_t)(x) + (uint64_t)(y)))
@@ -109,11 +137,14 @@ static inline int64_t div_floor_I(int64_t a, int64_t b) {
 #define OP_I_DIV(x, y, al) div_trunc_I((x), (y)) /* rejected by validate */
 #define OP_I_DIVT(x, y, al) div_trunc_I((x), (y))
 #define OP_I_DIVF(x, y, al) div_floor_I((x), (y))
+#define OP_I_DIVT16 OP_I_DIVT
+#define OP_I_DIVF16 OP_I_DIVF
 #define OP_I_RELU(x, y, al) ((void)(y), (x) < 0 ? 0 : (x))
 
 #define FOR_EACH_OP(X, ...) \
   X(ADD, __VA_ARGS__) X(ADDA, __VA_ARGS__) X(MUL, __VA_ARGS__) X(DIV, __VA_ARGS__) \
-  X(DIVT, __VA_ARGS__) X(DIVF, __VA_ARGS__) X(RELU, __VA_ARGS__)
+  X(DIVT, __VA_ARGS__) X(DIVF, __VA_ARGS__) X(DIVT16, __VA_ARGS__) X(DIVF16, __VA_ARGS__) \
+  X(RELU, __VA_ARGS__)
 
 /* Typed loops: in, out and compute dtypes are all T. --------------------- */
 
@@ -469,8 +500,8 @@ void hpu_kernel_binary(const hpu_node_t *node) {
   /* The second operand is a scalar when given as params.binary.other or as a
    * one-element tensor: read it once here. */
   int b_tensor = node->num_inputs == 2;
-  int opmath = (op == EW_MUL || op >= EW_DIV) &&
-               (c.cdt == HPU_BFLOAT16 || c.cdt == HPU_FLOAT16);
+  int reduced = c.cdt == HPU_BFLOAT16 || c.cdt == HPU_FLOAT16;
+  int opmath = (op == EW_MUL || op >= EW_DIV) && reduced;
   if (b_tensor && hpu_tensor_numel(&node->inputs[1]) == 1) {
     const hpu_tensor_t *b = &node->inputs[1];
     const char *p = (const char *)hpu_tensor_data(b);
@@ -479,6 +510,8 @@ void hpu_kernel_binary(const hpu_node_t *node) {
     c.bs_D = hpu_load_f64(p, b->dtype);
     c.bs_I = hpu_narrow_int(hpu_load_i64(p, b->dtype), c.cdt);
     b_tensor = 0;
+  } else if (b_tensor && reduced && (op == EW_DIVT || op == EW_DIVF)) {
+    op = op == EW_DIVT ? EW_DIVT16 : EW_DIVF16;
   } else if (!b_tensor) {
     hpu_scalar_t s = node->params.binary.other;
     float f = s.kind == HPU_SCALAR_FLOAT ? (float)s.f : (float)s.i;

@@ -72,6 +72,28 @@ def test_alpha_and_rounding_modes():
     assert_close_to_cpu(ia.to("hpu") / ib.to("hpu"), ia / ib)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("mode", ["trunc", "floor"])
+def test_rounding_division_in_reduced_floats_is_bit_exact(dtype, mode):
+    # PyTorch's CPU rounds every step of a bf16/fp16 tensor-by-tensor trunc
+    # or floor division to the dtype (one quotient in six lands on the next
+    # integer before the trunc); a one-element divisor runs in float instead.
+    g = torch.Generator().manual_seed(11)
+    a = (torch.randn(20000, generator=g) * 50).to(dtype)
+    b = torch.randn(20000, generator=g).to(dtype)
+    b[:10], a[10:20], a[20:25], b[25:30], a[30:35] = 0, 0, float("inf"), float("-inf"), float("nan")
+    cases = {"same shape": (a, b), "strided": (a[::2], b[::2]),
+             "broadcast": (a.view(100, 200), b[:100].view(100, 1)), "one-element divisor": (a, b[123:124]),
+             "0-dim divisor": (a, b[7]), "python divisor": (a, 0.37), "python dividend": (3.5, b)}
+    for name, (x, y) in cases.items():
+        hx, hy = (v.to("hpu") if isinstance(v, torch.Tensor) else v for v in (x, y))
+        assert_close_to_cpu(torch.div(hx, hy, rounding_mode=mode), torch.div(x, y, rounding_mode=mode),
+                            rtol=0, atol=0, equal_nan=True, msg=lambda m, name=name: f"{name}: {m}")
+    h = a.to("hpu")
+    h.div_(b.to("hpu"), rounding_mode=mode)
+    assert_close_to_cpu(h, torch.div(a, b, rounding_mode=mode), rtol=0, atol=0, equal_nan=True)
+
+
 def test_inplace_and_out_variants():
     a, b = torch.randn(4, 5), torch.randn(5)
     h = a.to("hpu")
