@@ -673,7 +673,8 @@ at::Tensor embedding_dense_backward(const at::Tensor& grad, const at::Tensor& in
 }
 
 void gs_check(const char* op, const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor* src) {
-  TORCH_CHECK(index.scalar_type() == at::kLong, op, "(): Expected dtype int64 for index");
+  TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt, op,
+              "(): Expected dtype int32/int64 for index");
   int64_t sd = std::max<int64_t>(self.dim(), 1), id = std::max<int64_t>(index.dim(), 1);
   TORCH_CHECK(index.numel() == 0 || sd == id, "Index tensor must have the same number of dimensions as ",
               src ? "src" : "input", " tensor");
@@ -728,9 +729,11 @@ at::Tensor& scatter_impl(const at::Tensor& self, int64_t dim, const at::Tensor& 
   return out;
 }
 
+// scatter's reduce modes (the node's params.nn.i[1]): 1 add, 2 multiply.
 int parse_reduce(std::string_view reduce) {
-  if (reduce == "add" || reduce == "sum") return 1;
-  TORCH_CHECK_NOT_IMPLEMENTED(false, "scatter with reduce='", reduce, "' is not supported on hpu");
+  if (reduce == "add") return 1;
+  if (reduce == "multiply") return 2;
+  TORCH_CHECK(false, "reduce argument must be either add or multiply.");
 }
 
 at::Tensor& scatter_src_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,

@@ -158,8 +158,6 @@ void check_not_bool(hpu_op_t op, const at::Tensor& self) {
     TORCH_CHECK(self.scalar_type() != at::kBool,
                 "Negation, the `-` operator, on a bool tensor is not supported. If you are trying "
                 "to invert a mask, use the `~` or `logical_not()` operator instead.");
-  if (op == HPU_OP_SIGN)
-    TORCH_CHECK(self.scalar_type() != at::kBool, "Boolean inputs not supported for sign");
   if (op == HPU_OP_BITWISE_NOT)
     TORCH_CHECK_TYPE(!at::isFloatingType(self.scalar_type()),
                      "bitwise_not_cpu\" not implemented for '", self.scalar_type(), "'");

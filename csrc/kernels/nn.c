@@ -267,8 +267,9 @@ static hpu_status_t validate_gather_scatter(const hpu_node_t *n) {
     TRY(hpu_check_tensor(name, "output", 0, self));
     for (int i = 0; i < n->num_inputs; i++) TRY(hpu_check_overlap(name, self, i, &n->inputs[i], 0));
     if (n->num_inputs == 1) TRY(hpu_check_scalar(name, "value", n->params.nn.s[0]));
-    if (n->params.nn.i[1] != 0 && n->params.nn.i[1] != 1)
-      return hpu_error(INVALID, "%s: invalid reduce mode", name);
+    if (n->params.nn.i[1] < 0 || n->params.nn.i[1] > 2)
+      return hpu_error(INVALID, "%s: invalid reduce mode %lld (0 none, 1 add, 2 multiply)", name,
+                       (long long)n->params.nn.i[1]);
   }
   TRY(check_dim(name, dim, self));
   TRY(need_index(name, idx, "the index"));

@@ -8,6 +8,7 @@
  * that may update one element twice (scatter add, index_add, index_put
  * accumulate, embedding backward) is split so each element has one owner,
  * or runs serially, so results do not depend on the thread count. */
+#include <math.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -150,14 +151,50 @@ hpu_status_t hpu_nn_index_select(const hpu_node_t *node) {
   return bad_status(&c.bad, "index_select", c.dim);
 }
 
+/* A float32 shadow of a bf16 / fp16 self: PyTorch's CPU accumulates scatter
+ * add / multiply and index_add into such a tensor in float and rounds each
+ * element once at the end (per step, every repeated index would round). */
+typedef struct {
+  hpu_tensor_t t;
+  int used;
+} shadow_t;
+
+static hpu_status_t shadow_open(shadow_t *sh, const hpu_tensor_t *self, int accumulates) {
+  sh->used = accumulates && (self->dtype == HPU_BFLOAT16 || self->dtype == HPU_FLOAT16);
+  if (!sh->used) return HPU_SUCCESS;
+  int64_t n = hpu_tensor_numel(self);
+  void *buf = malloc((size_t)(n ? n : 1) * sizeof(float));
+  if (!buf)
+    return hpu_error(HPU_ERROR_OUT_OF_MEMORY, "accumulating into %lld %s elements: no host memory for a float copy",
+                     (long long)n, hpu_dtype_name(self->dtype));
+  if (hpu_tensor_init_contiguous(&sh->t, buf, HPU_FLOAT32, self->ndim, self->sizes) != 0) {
+    free(buf);
+    return hpu_error(HPU_ERROR_INTERNAL, "accumulating into a %d-d tensor: bad shape", self->ndim);
+  }
+  hpu_copy_tensor(&sh->t, self);
+  return HPU_SUCCESS;
+}
+
+/* The tensor to accumulate into: the shadow when there is one. */
+static const hpu_tensor_t *shadow_target(const shadow_t *sh, const hpu_tensor_t *self) {
+  return sh->used ? &sh->t : self;
+}
+
+static void shadow_close(shadow_t *sh, const hpu_tensor_t *self) {
+  if (!sh->used) return;
+  hpu_copy_tensor(self, &sh->t);
+  free(sh->t.storage);
+}
+
 /* gather / scatter ----------------------------------------------------------------- */
 
 typedef struct {
   const hpu_node_t *node;
   walk_t w; /* over idx's dims except dim: operands idx, self, other (out or src) */
+  const hpu_tensor_t *self; /* gather's input, or what scatter writes: out or its shadow */
   int64_t dim, len, size, s_idx, s_self, s_other;
-  int gather, add, has_src;
-  double value_d;
+  int gather, reduce, has_src; /* reduce: 0 assign, 1 add, 2 multiply */
+  double value_d; /* the scalar, already rounded to self's dtype as PyTorch's value.to<scalar_t>() */
   int64_t value_i;
   bad_t bad;
 } gs_t;
@@ -166,7 +203,7 @@ static void gs_run(void *ctx, int64_t begin, int64_t end) {
   gs_t *c = ctx;
   const hpu_node_t *n = c->node;
   const hpu_tensor_t *idx = c->gather ? &n->inputs[1] : &n->inputs[0];
-  const hpu_tensor_t *self = c->gather ? &n->inputs[0] : &n->outputs[0];
+  const hpu_tensor_t *self = c->self;
   const hpu_tensor_t *other = c->gather ? &n->outputs[0] : (c->has_src ? &n->inputs[1] : NULL);
   const char *pi = hpu_tensor_data(idx);
   char *ps = hpu_tensor_data(self);
@@ -190,18 +227,23 @@ static void gs_run(void *ctx, int64_t begin, int64_t end) {
         continue;
       }
       const char *src = po ? po + off[2] + j * c->s_other : NULL;
-      if (!c->add) {
+      if (!c->reduce) {
         if (src && dto == dts) copy_elem(s, src, es);
         else if (src) hpu_store_f64(s, dts, hpu_load_f64(src, dto));
         else if (fl) hpu_store_f64(s, dts, c->value_d);
         else hpu_store_i64(s, dts, c->value_i);
       } else if (fl) {
+        /* one rounding to dts either way: a float or bf16 product or sum of
+         * two dts values is exact in double */
         double a = src ? hpu_load_f64(src, dto) : c->value_d;
-        if (dts == HPU_FLOAT32) *(float *)s += (float)a;
-        else hpu_store_f64(s, dts, hpu_load_f64(s, dts) + a);
+        if (dts == HPU_FLOAT32 && c->reduce == 1) *(float *)s += (float)a;
+        else if (dts == HPU_FLOAT32) *(float *)s *= (float)a;
+        else if (c->reduce == 1) hpu_store_f64(s, dts, hpu_load_f64(s, dts) + a);
+        else hpu_store_f64(s, dts, hpu_load_f64(s, dts) * a);
       } else {
-        int64_t a = src ? hpu_load_i64(src, dto) : c->value_i;
-        hpu_store_i64(s, dts, (int64_t)((uint64_t)hpu_load_i64(s, dts) + (uint64_t)a));
+        uint64_t a = (uint64_t)(src ? hpu_load_i64(src, dto) : c->value_i);
+        uint64_t x = (uint64_t)hpu_load_i64(s, dts);
+        hpu_store_i64(s, dts, (int64_t)(c->reduce == 1 ? x + a : x * a));
       }
     }
   }
@@ -213,24 +255,33 @@ static hpu_status_t gather_scatter(const hpu_node_t *node, int gather) {
   c.node = node;
   c.gather = gather;
   c.dim = node->params.nn.i[0];
-  c.add = !gather && node->params.nn.i[1] == 1;
+  c.reduce = gather ? 0 : (int)node->params.nn.i[1];
   c.has_src = !gather && node->num_inputs == 2;
   const hpu_tensor_t *idx = gather ? &node->inputs[1] : &node->inputs[0];
   const hpu_tensor_t *self = gather ? &node->inputs[0] : &node->outputs[0];
   const hpu_tensor_t *other = gather ? &node->outputs[0] : (c.has_src ? &node->inputs[1] : NULL);
   if (hpu_tensor_numel(idx) == 0) return HPU_SUCCESS;
-  const hpu_tensor_t *ts[3] = {idx, self, other};
+  shadow_t sh;
+  hpu_status_t st = shadow_open(&sh, self, c.reduce != 0);
+  if (st != HPU_SUCCESS) return st;
+  c.self = shadow_target(&sh, self);
+  const hpu_tensor_t *ts[3] = {idx, c.self, other};
   walk_init(&c.w, idx, (int)c.dim, ts, other ? 3 : 2);
   c.len = dim_size(idx, c.dim);
   c.size = dim_size(self, c.dim);
   c.s_idx = dim_stride(idx, c.dim);
-  c.s_self = dim_stride(self, c.dim);
+  c.s_self = dim_stride(c.self, c.dim);
   c.s_other = other ? dim_stride(other, c.dim) : 0;
-  c.value_d = hpu_scalar_as_double(node->params.nn.s[0]);
   hpu_scalar_t sv = node->params.nn.s[0];
   c.value_i = sv.kind == HPU_SCALAR_FLOAT ? hpu_f2i(sv.f) : sv.i;
+  if (hpu_dtype_is_floating(self->dtype)) {
+    char as_self[8];
+    hpu_store_f64(as_self, self->dtype, hpu_scalar_as_double(sv));
+    c.value_d = hpu_load_f64(as_self, self->dtype);
+  }
   int64_t grain = 32768 / (c.len ? c.len : 1);
   hpu_parallel_for(c.w.n, grain > 0 ? grain : 1, gs_run, &c);
+  shadow_close(&sh, self);
   return bad_status(&c.bad, gather ? "gather" : "scatter", c.dim);
 }
 
@@ -242,16 +293,29 @@ hpu_status_t hpu_nn_scatter(const hpu_node_t *node) { return gather_scatter(node
 typedef struct {
   const hpu_node_t *node;
   walk_t w; /* over self's dims except dim: self, src */
+  const hpu_tensor_t *self; /* out, or its float shadow */
   int64_t dim, n, size, s_self, s_src;
   double alpha;
   int64_t alpha_i;
   bad_t bad;
 } iadd_t;
 
+/* One step of a floating index_add as PyTorch's CPU takes it (the store
+ * rounds to dt): alpha 1 is a plain add (into the float shadow for bf16 /
+ * fp16); otherwise float32 / float64 add alpha * src in one fused
+ * multiply-add, and bf16 / fp16 round the product to dt first (alpha is
+ * already a dt value). */
+static inline double iadd_float(double x, double y, double alpha, hpu_dtype_t dt) {
+  if (alpha == 1.0) return x + y;
+  if (dt == HPU_FLOAT32) return fmaf((float)y, (float)alpha, (float)x);
+  if (dt == HPU_FLOAT64) return fma(y, alpha, x);
+  return x + hpu_round_to((float)(y * alpha), dt);
+}
+
 static void iadd_run(void *ctx, int64_t begin, int64_t end) {
   iadd_t *c = ctx;
   const hpu_node_t *node = c->node;
-  const hpu_tensor_t *idx = &node->inputs[0], *src = &node->inputs[1], *self = &node->outputs[0];
+  const hpu_tensor_t *idx = &node->inputs[0], *src = &node->inputs[1], *self = c->self;
   char *ps = hpu_tensor_data(self);
   const char *pr = hpu_tensor_data(src);
   int fl = hpu_dtype_is_floating(self->dtype);
@@ -267,7 +331,8 @@ static void iadd_run(void *ctx, int64_t begin, int64_t end) {
       char *s = ps + off[0] + v * c->s_self;
       const char *r = pr + off[1] + k * c->s_src;
       if (fl)
-        hpu_store_f64(s, self->dtype, hpu_load_f64(s, self->dtype) + c->alpha * hpu_load_f64(r, src->dtype));
+        hpu_store_f64(s, self->dtype, iadd_float(hpu_load_f64(s, self->dtype), hpu_load_f64(r, src->dtype),
+                                                 c->alpha, self->dtype));
       else
         hpu_store_i64(s, self->dtype,
                       (int64_t)((uint64_t)hpu_load_i64(s, self->dtype) +
@@ -284,16 +349,27 @@ hpu_status_t hpu_nn_index_add(const hpu_node_t *node) {
   c.dim = node->params.nn.i[0];
   c.n = hpu_tensor_numel(&node->inputs[0]);
   if (c.n == 0 || hpu_tensor_numel(self) == 0) return HPU_SUCCESS;
-  const hpu_tensor_t *ts[2] = {self, src};
-  walk_init(&c.w, self, (int)c.dim, ts, 2);
-  c.size = dim_size(self, c.dim);
-  c.s_self = dim_stride(self, c.dim);
-  c.s_src = dim_stride(src, c.dim);
   hpu_scalar_t a = node->params.nn.s[0];
   c.alpha = hpu_scalar_as_double(a);
   c.alpha_i = a.kind == HPU_SCALAR_FLOAT ? hpu_f2i(a.f) : a.i;
+  if (hpu_dtype_is_floating(self->dtype)) {
+    char as_self[8];
+    hpu_store_f64(as_self, self->dtype, c.alpha);
+    c.alpha = hpu_load_f64(as_self, self->dtype);
+  }
+  /* with alpha 1, bf16 / fp16 accumulate in float; else they round each step */
+  shadow_t sh;
+  hpu_status_t st = shadow_open(&sh, self, c.alpha == 1.0);
+  if (st != HPU_SUCCESS) return st;
+  c.self = shadow_target(&sh, self);
+  const hpu_tensor_t *ts[2] = {c.self, src};
+  walk_init(&c.w, c.self, (int)c.dim, ts, 2);
+  c.size = dim_size(self, c.dim);
+  c.s_self = dim_stride(c.self, c.dim);
+  c.s_src = dim_stride(src, c.dim);
   int64_t grain = 32768 / c.n;
   hpu_parallel_for(c.w.n, grain > 0 ? grain : 1, iadd_run, &c);
+  shadow_close(&sh, self);
   return bad_status(&c.bad, "index_add", c.dim);
 }
 

@@ -537,6 +537,33 @@ static void test_gather_scatter_index(void) {
   s.params.nn.i[1] = 1;
   CU_ASSERT_EQUAL_FATAL(run(&s), HPU_SUCCESS);
   CU_ASSERT(acc[0] == 10 && acc[2] == 1 && acc[4] == 1100 && acc[3] == 0);
+  /* scatter multiply (reduce mode 2), int32 index: duplicates multiply */
+  int32_t idx32[4] = {2, 0, 1, 1};
+  float prod[6] = {1, 1, 1, 1, 1, 1};
+  s.inputs[0] = T2(idx32, HPU_INT32, 2, 2);
+  s.outputs[0] = T2(prod, HPU_FLOAT32, 2, 3);
+  s.params.nn.i[1] = 2;
+  CU_ASSERT_EQUAL_FATAL(run(&s), HPU_SUCCESS);
+  CU_ASSERT(prod[0] == 10 && prod[2] == 1 && prod[4] == 100000 && prod[3] == 1);
+  s.params.nn.i[1] = 3;
+  CU_ASSERT_EQUAL(run(&s), HPU_ERROR_INVALID_ARGUMENT);
+  /* bf16 scatter add sums in float and rounds once, as PyTorch's CPU: 256 + 1 + 1
+   * is 258, where rounding each step (257 -> 256) would stay at 256 */
+  uint16_t b_self[2] = {0x4380 /* 256 */, 0x4380}, b_src[2] = {0x3F80 /* 1 */, 0x3F80};
+  int64_t b_idx[2] = {0, 0};
+  hpu_node_t bs = node(HPU_OP_SCATTER);
+  bs.num_inputs = 2;
+  bs.num_outputs = 1;
+  bs.inputs[0] = T1(b_idx, HPU_INT64, 2);
+  bs.inputs[1] = T1(b_src, HPU_BFLOAT16, 2);
+  bs.outputs[0] = T1(b_self, HPU_BFLOAT16, 2);
+  bs.params.nn.i[1] = 1;
+  CU_ASSERT_EQUAL_FATAL(run(&bs), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(b_self[0], 0x4381 /* 258 */);
+  CU_ASSERT_EQUAL(b_self[1], 0x4380);
+  s.inputs[0] = T2(idx, HPU_INT64, 2, 2);
+  s.outputs[0] = T2(acc, HPU_FLOAT32, 2, 3);
+  s.params.nn.i[1] = 1;
   /* an out-of-range index fails the node, names it, and writes nothing out of bounds */
   idx[3] = 3;
   CU_ASSERT_EQUAL(run(&g), HPU_ERROR_OUT_OF_RANGE);

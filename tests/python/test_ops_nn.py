@@ -1,5 +1,7 @@
 """The nn op family on hpu (reductions, softmax, layer norm, nll_loss, index
 ops, cat, sort/topk) against the CPU result of the same PyTorch op."""
+import warnings
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -480,6 +482,70 @@ def test_gather_scatter(dtype, dim):
     y.scatter_add_(dim, idx, src)
     yh.scatter_add_(dim, h(idx), h(src))
     assert_close_to_cpu(yh, y, **tol(dtype, 3))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64])
+@pytest.mark.parametrize("dim", [0, 1])
+def test_scatter_multiply_and_int32_index(dtype, dim, fallback_counts):
+    # scatter's reduce='multiply' (the legacy reduce argument) and int32
+    # indices, both of which PyTorch's CPU takes; repeated targets multiply.
+    x = make((4, 5), dtype)
+    idx = torch.tensor([[0, 1, 3], [2, 2, 0], [1, 0, 1]])
+    src = make((3, 3), dtype, seed=1)
+    h = lambda t: t.to("hpu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "The reduce argument ... is deprecated"
+        for i in (idx, idx.int()):
+            assert_close_to_cpu(torch.scatter(h(x), dim, h(i), h(src), reduce="multiply"),
+                                torch.scatter(x, dim, i, src, reduce="multiply"), rtol=0, atol=0)
+            # the scalar is first rounded to the dtype: 1.3 is not a bf16 value
+            assert_close_to_cpu(torch.scatter(h(x), dim, h(i), 1.3, reduce="multiply"),
+                                torch.scatter(x, dim, i, 1.3, reduce="multiply"), rtol=0, atol=0)
+            assert_close_to_cpu(torch.scatter(h(x), dim, h(i), 1.3, reduce="add"),
+                                torch.scatter(x, dim, i, 1.3, reduce="add"), rtol=0, atol=0)
+            assert_close_to_cpu(torch.gather(h(x), dim, h(i)), torch.gather(x, dim, i))
+            assert_close_to_cpu(torch.scatter_add(h(x), dim, h(i), h(src)), torch.scatter_add(x, dim, i, src),
+                                **tol(dtype, 3))
+        with pytest.raises(RuntimeError, match="must be either add or multiply"):
+            torch.scatter(h(x), dim, h(idx), h(src), reduce="mean")
+        with pytest.raises(RuntimeError, match="int32/int64"):
+            torch.gather(h(x), dim, h(idx.short()))
+    if dtype.is_floating_point:  # gather's backward scatters into the same int32 index
+        xg, xh = x.float().requires_grad_(), h(x.float()).detach().requires_grad_()
+        torch.gather(xg, dim, idx.int()).pow(2).sum().backward()
+        torch.gather(xh, dim, h(idx.int())).pow(2).sum().backward()
+        assert_close_to_cpu(xh.grad, xg.grad)
+    assert fallback_counts() == {}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_accumulating_index_ops_round_as_cpu(dtype, fallback_counts):
+    # 400 updates into 4 rows: PyTorch's CPU sums (and multiplies) repeated
+    # targets of a bf16/fp16 scatter_add / scatter reduce / index_add in
+    # float and rounds once, except index_add with alpha != 1, which rounds
+    # alpha * src and every step to the dtype; float32 index_add fuses
+    # alpha * src + self. Bit for bit.
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(4, 6, generator=g).to(dtype)
+    src = torch.randn(400, 6, generator=g).to(dtype)
+    near_one = (torch.rand(400, 6, generator=g) * 0.1 + 0.96).to(dtype)
+    idx = torch.randint(0, 4, (400,), generator=g)
+    wide = idx.view(400, 1).expand(400, 6)
+    h = lambda t: t.to("hpu")
+    exact = dict(rtol=0, atol=0)
+    assert_close_to_cpu(h(x).scatter_add(0, h(wide), h(src)), x.scatter_add(0, wide, src), **exact)
+    assert_close_to_cpu(h(x).t().scatter_add(1, h(wide).t(), h(src).t()), x.t().scatter_add(1, wide.t(), src.t()),
+                        **exact)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "The reduce argument ... is deprecated"
+        assert_close_to_cpu(h(x).scatter(0, h(wide), h(near_one), reduce="multiply"),
+                            x.scatter(0, wide, near_one, reduce="multiply"), **exact)
+        assert_close_to_cpu(h(x).scatter(0, h(wide[:40]), 1.01, reduce="multiply"),
+                            x.scatter(0, wide[:40], 1.01, reduce="multiply"), **exact)
+    for alpha in (1, 0.3):
+        assert_close_to_cpu(h(x).index_add(0, h(idx), h(src), alpha=alpha), x.index_add(0, idx, src, alpha=alpha),
+                            **exact)
+    assert fallback_counts() == {}
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64])
