@@ -339,13 +339,16 @@ static void geometry(const hpu_tensor_t *t, int64_t dim, int64_t *outer, int64_t
   }
 }
 
-/* One float row: y = softmax(x) (x may alias y). */
-static void softmax_row_f(const rows_t *R, const float *x, float *y, int64_t n, int log) {
+/* One float row: y = softmax(x) (x may alias y). The rows of a bf16 / fp16
+ * log_softmax round their sum and its log to that dtype (dt), as PyTorch's
+ * CPU keeps them in the tensor's type (else 1 element in 5 is 1 ulp off). */
+static void softmax_row_f(const rows_t *R, const float *x, float *y, int64_t n, int log,
+                          hpu_dtype_t dt) {
   float mx = R->max(x, n);
   if (mx == -INFINITY) mx = 0; /* all -inf: exp gives 0s, as PyTorch */
   if (log) {
-    float s = R->expsum(x, n, mx);
-    R->affine(x, y, n, 1.0f, -mx - logf(s));
+    float s = hpu_round_to(R->expsum(x, n, mx), dt);
+    R->affine(x, y, n, 1.0f, -mx - hpu_round_to(logf(s), dt));
   } else {
     float s = R->exp(x, y, n, mx);
     R->scale(y, n, 1.0f / s, 0.0f);
@@ -387,14 +390,14 @@ static void softmax_rows(void *ctx, int64_t begin, int64_t end) {
     }
     if (dt == HPU_FLOAT32) {
       for (int64_t r = begin; r < end; r++)
-        softmax_row_f(c->R, (const float *)x + r * D, (float *)y + r * D, D, c->log);
+        softmax_row_f(c->R, (const float *)x + r * D, (float *)y + r * D, D, c->log, dt);
       return;
     }
     float *buf = malloc((size_t)D * sizeof(float));
     if (!buf) abort();
     for (int64_t r = begin; r < end; r++) {
       load_row(buf, x + r * D * es, D, dt);
-      softmax_row_f(c->R, buf, buf, D, c->log);
+      softmax_row_f(c->R, buf, buf, D, c->log, dt);
       store_row(y + r * D * es, buf, D, dt);
     }
     free(buf);
