@@ -673,7 +673,8 @@ at::Tensor embedding_dense_backward(const at::Tensor& grad, const at::Tensor& in
 }
 
 void gs_check(const char* op, const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor* src) {
-  TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt, op,
+  // an empty index of any dtype is fine, as on the CPU
+  TORCH_CHECK(index.numel() == 0 || index.scalar_type() == at::kLong || index.scalar_type() == at::kInt, op,
               "(): Expected dtype int32/int64 for index");
   int64_t sd = std::max<int64_t>(self.dim(), 1), id = std::max<int64_t>(index.dim(), 1);
   TORCH_CHECK(index.numel() == 0 || sd == id, "Index tensor must have the same number of dimensions as ",

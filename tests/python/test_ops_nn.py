@@ -522,6 +522,9 @@ def test_scatter_multiply_and_int32_index(dtype, dim, fallback_counts):
             torch.scatter(h(x), dim, h(idx), h(src), reduce="mean")
         with pytest.raises(RuntimeError, match="int32/int64"):
             torch.gather(h(x), dim, h(idx.short()))
+        empty = torch.empty(3, 0, dtype=torch.uint8)  # any dtype when empty, as on the CPU
+        assert_close_to_cpu(torch.gather(h(x), dim, h(empty)), torch.gather(x, dim, empty))
+        assert_close_to_cpu(torch.scatter(h(x), dim, h(empty), 1.0), torch.scatter(x, dim, empty, 1.0))
     if dtype.is_floating_point:  # gather's backward scatters into the same int32 index
         xg, xh = x.float().requires_grad_(), h(x.float()).detach().requires_grad_()
         torch.gather(xg, dim, idx.int()).pow(2).sum().backward()
