@@ -59,17 +59,6 @@ struct ew_ctx {
 
 /* Scalar math -------------------------------------------------------------- */
 
-static inline float div_floor_F(float a, float b) {
-  if (b == 0) return a / b;
-  float mod = fmodf(a, b);
-  float div = (a - mod) / b;
-  if (mod != 0 && (b < 0) != (mod < 0)) div -= 1.0f;
-  if (div == 0) return copysignf(0.0f, a / b);
-  float fl = floorf(div);
-  if (div - fl > 0.5f) fl += 1.0f;
-  return fl;
-}
-
 static inline double div_floor_D(double a, double b) {
   if (b == 0) return a / b;
   double mod = fmod(a, b);
@@ -81,12 +70,14 @@ static inline double div_floor_D(double a, double b) {
   return fl;
 }
 
-static inline float div_trunc_R(float a, float b, hpu_dtype_t dt) {
+/* Trunc and floor division in float with every step rounded to dt (for
+ * float32, hpu_round_to is the identity and the steps are plain float math;
+ * fmod is exact, so it needs no rounding). */
+static inline float div_trunc_F(float a, float b, hpu_dtype_t dt) {
   return truncf(hpu_round_to(a / b, dt));
 }
 
-/* div_floor_F step by step in dtype dt (fmod is exact, so it needs no rounding). */
-static inline float div_floor_R(float a, float b, hpu_dtype_t dt) {
+static inline float div_floor_F(float a, float b, hpu_dtype_t dt) {
   if (b == 0) return hpu_round_to(a / b, dt);
   float mod = fmodf(a, b);
   float div = hpu_round_to(hpu_round_to(a - mod, dt) / b, dt);
@@ -114,11 +105,11 @@ static inline int64_t div_floor_I(int64_t a, int64_t b) {
 #define OP_F_ADDA(x, y, al) fmaf((y), (al), (x))
 #define OP_F_MUL(x, y, al) ((x) * (y))
 #define OP_F_DIV(x, y, al) ((x) / (y))
-#define OP_F_DIVT(x, y, al) truncf((x) / (y))
-#define OP_F_DIVF(x, y, al) div_floor_F((x), (y))
+#define OP_F_DIVT(x, y, al) div_trunc_F((x), (y), HPU_FLOAT32)
+#define OP_F_DIVF(x, y, al) div_floor_F((x), (y), HPU_FLOAT32)
 /* c is the loop's ew_ctx_t, in scope in both loop bodies */
-#define OP_F_DIVT16(x, y, al) div_trunc_R((x), (y), c->cdt)
-#define OP_F_DIVF16(x, y, al) div_floor_R((x), (y), c->cdt)
+#define OP_F_DIVT16(x, y, al) div_trunc_F((x), (y), c->cdt)
+#define OP_F_DIVF16(x, y, al) div_floor_F((x), (y), c->cdt)
 #define OP_F_RELU(x, y, al) ((void)(y), (x) < 0 ? 0.0f : (x))
 
 #define OP_D_ADD(x, y, al) ((x) + (y))

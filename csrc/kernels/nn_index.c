@@ -151,6 +151,13 @@ hpu_status_t hpu_nn_index_select(const hpu_node_t *node) {
   return bad_status(&c.bad, "index_select", c.dim);
 }
 
+/* v as an element of floating dtype dt holds it (PyTorch's Scalar.to<scalar_t>()). */
+static double as_dtype(double v, hpu_dtype_t dt) {
+  char elem[8];
+  hpu_store_f64(elem, dt, v);
+  return hpu_load_f64(elem, dt);
+}
+
 /* A float32 shadow of a bf16 / fp16 self: PyTorch's CPU accumulates scatter
  * add / multiply and index_add into such a tensor in float and rounds each
  * element once at the end (per step, every repeated index would round). */
@@ -274,11 +281,7 @@ static hpu_status_t gather_scatter(const hpu_node_t *node, int gather) {
   c.s_other = other ? dim_stride(other, c.dim) : 0;
   hpu_scalar_t sv = node->params.nn.s[0];
   c.value_i = sv.kind == HPU_SCALAR_FLOAT ? hpu_f2i(sv.f) : sv.i;
-  if (hpu_dtype_is_floating(self->dtype)) {
-    char as_self[8];
-    hpu_store_f64(as_self, self->dtype, hpu_scalar_as_double(sv));
-    c.value_d = hpu_load_f64(as_self, self->dtype);
-  }
+  if (hpu_dtype_is_floating(self->dtype)) c.value_d = as_dtype(hpu_scalar_as_double(sv), self->dtype);
   int64_t grain = 32768 / (c.len ? c.len : 1);
   hpu_parallel_for(c.w.n, grain > 0 ? grain : 1, gs_run, &c);
   shadow_close(&sh, self);
@@ -352,11 +355,7 @@ hpu_status_t hpu_nn_index_add(const hpu_node_t *node) {
   hpu_scalar_t a = node->params.nn.s[0];
   c.alpha = hpu_scalar_as_double(a);
   c.alpha_i = a.kind == HPU_SCALAR_FLOAT ? hpu_f2i(a.f) : a.i;
-  if (hpu_dtype_is_floating(self->dtype)) {
-    char as_self[8];
-    hpu_store_f64(as_self, self->dtype, c.alpha);
-    c.alpha = hpu_load_f64(as_self, self->dtype);
-  }
+  if (hpu_dtype_is_floating(self->dtype)) c.alpha = as_dtype(c.alpha, self->dtype);
   /* with alpha 1, bf16 / fp16 accumulate in float; else they round each step */
   shadow_t sh;
   hpu_status_t st = shadow_open(&sh, self, c.alpha == 1.0);
