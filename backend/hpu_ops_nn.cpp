@@ -536,6 +536,114 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm_backward(
   return {dx, dw, db};
 }
 
+// ---- group_norm -----------------------------------------------------------------------
+
+// The CPU's checks of native_group_norm (group_norm.cpp), with its messages.
+void gn_check(const at::Tensor& x, const at::Tensor* weight, const at::Tensor* bias, int64_t N, int64_t C,
+              int64_t HxW, int64_t group) {
+  TORCH_CHECK(group > 0, "Expected num groups to be greater than 0, got ", group);
+  TORCH_CHECK(C % group == 0, "Expected number of channels in input to be divisible by num_groups, but got "
+              "input of shape ", x.sizes(), " and num_groups=", group);
+  for (const at::Tensor* p : {weight, bias})
+    TORCH_CHECK(!p || (p->dim() == 1 && p->numel() == C), "Expected ", p == weight ? "weight" : "bias",
+                " to be a vector of size equal to the number of channels in input, but got ",
+                p == weight ? "weight" : "bias", " of shape ", p->sizes(), " and input of shape ", x.sizes());
+  TORCH_CHECK(x.numel() == N * C * HxW, "native_group_norm: input of shape ", x.sizes(),
+              " does not hold N * C * HxW = ", N, " * ", C, " * ", HxW, " elements");
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(x.scalar_type()), "\"GroupNormKernelImpl\" not implemented for '",
+                              x.scalar_type(), "'");
+}
+
+// The statistics' dtype: float for a bf16 / fp16 input with float32
+// parameters (the only mix the CPU takes), else the input's.
+at::ScalarType gn_stat_type(const at::Tensor& x, const at::Tensor* weight, const at::Tensor* bias) {
+  bool mixed = false;
+  for (const at::Tensor* p : {weight, bias})
+    if (p && p->scalar_type() != x.scalar_type()) mixed = true;
+  if (!mixed) return x.scalar_type();
+  bool reduced = x.scalar_type() == at::kBFloat16 || x.scalar_type() == at::kHalf;
+  for (const at::Tensor* p : {weight, bias})
+    TORCH_CHECK(!p || (reduced && p->scalar_type() == at::kFloat), "native_group_norm: weight and bias must be ",
+                x.scalar_type(), reduced ? " or Float" : "", " like the input (", x.scalar_type(), "), got ",
+                p->scalar_type());
+  return at::kFloat;
+}
+
+const at::Tensor* present(const std::optional<at::Tensor>& t) { return defined(t) ? &*t : nullptr; }
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> native_group_norm(
+    const at::Tensor& input, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+    int64_t N, int64_t C, int64_t HxW, int64_t group, double eps) {
+  check_same_device("native_group_norm", {&input, opt_ptr(weight), opt_ptr(bias)});
+  const at::Tensor *w = present(weight), *b = present(bias);
+  gn_check(input, w, b, N, C, HxW, group);
+  at::ScalarType st = gn_stat_type(input, w, b);
+  at::Tensor y = at::empty(input.sizes(), input.options().memory_format(at::MemoryFormat::Contiguous));
+  at::Tensor mean = at::empty({N, group}, input.options().dtype(st));
+  at::Tensor rstd = at::empty({N, group}, input.options().dtype(st));
+  if (N > 0) {
+    hpu_node_t n = make_node(HPU_OP_GROUP_NORM);
+    add_in(n, input.contiguous().view({N, C, HxW}));
+    if (w) add_in(n, w->contiguous());
+    if (b) add_in(n, b->contiguous());
+    add_out(n, y.view({N, C, HxW}));
+    add_out(n, mean);
+    add_out(n, rstd);
+    n.compute_dtype = HPU_FLOAT32;
+    n.params.nn.i[0] = (w ? 1 : 0) | (b ? 2 : 0);
+    n.params.nn.i[1] = group;
+    n.params.nn.s[0] = hpu_scalar_float(eps);
+    launch(dev_of(input), n);
+  }
+  return {y, mean, rstd};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> native_group_norm_backward(
+    const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& mean, const at::Tensor& rstd,
+    const std::optional<at::Tensor>& weight, int64_t N, int64_t C, int64_t HxW, int64_t group,
+    std::array<bool, 3> mask) {
+  check_same_device("native_group_norm_backward", {&grad_out, &input, &mean, &rstd, opt_ptr(weight)});
+  const at::Tensor* w = present(weight);
+  gn_check(input, w, nullptr, N, C, HxW, group);
+  gn_stat_type(input, w, nullptr);
+  TORCH_CHECK(grad_out.scalar_type() == input.scalar_type(), "Expected scalar types of X and dY are same.");
+  TORCH_CHECK(grad_out.numel() == input.numel(), "native_group_norm_backward: grad_out of shape ",
+              grad_out.sizes(), " does not match the input's ", input.sizes());
+  TORCH_CHECK(mean.numel() == N * group && rstd.numel() == N * group,
+              "native_group_norm_backward: mean and rstd must have N * group = ", N * group, " elements");
+  TORCH_CHECK(at::isFloatingType(mean.scalar_type()) && at::isFloatingType(rstd.scalar_type()),
+              "native_group_norm_backward: mean and rstd must be floating, got ", mean.scalar_type());
+  at::Tensor dx, dw, db;
+  auto popts = w ? w->options() : input.options();
+  if (mask[0]) dx = at::empty(input.sizes(), input.options().memory_format(at::MemoryFormat::Contiguous));
+  if (mask[1]) dw = at::empty({C}, popts);
+  if (mask[2]) db = at::empty({C}, popts);
+  if (!mask[0] && !mask[1] && !mask[2]) return {dx, dw, db};
+  if (N == 0) {
+    if (dw.defined()) dw.zero_();
+    if (db.defined()) db.zero_();
+    return {dx, dw, db};
+  }
+  at::Tensor stats = at::empty({2, N * group}, mean.options());
+  stats.select(0, 0).copy_(mean.reshape({N * group}));
+  stats.select(0, 1).copy_(rstd.reshape({N * group}));
+  hpu_node_t n = make_node(HPU_OP_GROUP_NORM_BACKWARD);
+  add_in(n, grad_out.contiguous().view({N, C, HxW}));
+  add_in(n, input.contiguous().view({N, C, HxW}));
+  add_in(n, stats);
+  if (w) add_in(n, w->contiguous());
+  n.num_outputs = 3;
+  if (mask[0]) n.outputs[0] = to_desc(dx.view({N, C, HxW}));
+  if (mask[1]) n.outputs[1] = to_desc(dw);
+  if (mask[2]) n.outputs[2] = to_desc(db);
+  n.compute_dtype = HPU_FLOAT32;
+  n.params.nn.i[0] = (mask[0] ? 1 : 0) | (mask[1] ? 2 : 0) | (mask[2] ? 4 : 0);
+  n.params.nn.i[1] = w != nullptr;
+  n.params.nn.i[2] = group;
+  launch(dev_of(input), n);
+  return {dx, dw, db};
+}
+
 // ---- nll_loss -------------------------------------------------------------------------
 
 void nll_check(const at::Tensor& self, const at::Tensor& target, const std::optional<at::Tensor>& weight) {
@@ -1061,6 +1169,8 @@ TORCH_LIBRARY_IMPL(aten, HPU, m) {
   m.impl("_log_softmax_backward_data.out", TORCH_FN(log_softmax_bw_out));
   m.impl("native_layer_norm", TORCH_FN(native_layer_norm));
   m.impl("native_layer_norm_backward", TORCH_FN(native_layer_norm_backward));
+  m.impl("native_group_norm", TORCH_FN(native_group_norm));
+  m.impl("native_group_norm_backward", TORCH_FN(native_group_norm_backward));
   m.impl("nll_loss_forward.output", TORCH_FN(nll_loss_forward_out));
   m.impl("nll_loss_backward.grad_input", TORCH_FN(nll_loss_backward_out));
   m.impl("_fused_sdp_choice", TORCH_FN(fused_sdp_choice));

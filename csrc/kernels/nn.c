@@ -201,6 +201,70 @@ static hpu_status_t validate_layer_norm_backward(const hpu_node_t *n) {
   return HPU_SUCCESS;
 }
 
+/* x [N, C, HxW] in G groups; the [C] parameters from input `first` on. */
+static hpu_status_t check_group_norm_x(const hpu_node_t *n, const hpu_tensor_t *x, int64_t G,
+                                       int first, int nparams) {
+  const char *name = hpu_op_name(n->op);
+  if (x->ndim != 3) return hpu_error(INVALID, "%s: input must be [N, C, HxW]", name);
+  TRY(need_contig(name, x, "the input"));
+  TRY(need_float(name, x, "the input"));
+  int64_t C = x->sizes[1];
+  if (G <= 0 || C % G != 0)
+    return hpu_error(INVALID, "%s: %lld channels do not split into %lld groups", name,
+                     (long long)C, (long long)G);
+  for (int i = first; i < first + nparams; i++) {
+    if (n->inputs[i].ndim != 1 || n->inputs[i].sizes[0] != C)
+      return hpu_error(INVALID, "%s: weight/bias must be [C]", name);
+    TRY(need_float(name, &n->inputs[i], "weight/bias"));
+  }
+  return HPU_SUCCESS;
+}
+
+static hpu_status_t validate_group_norm(const hpu_node_t *n) {
+  const char *name = hpu_op_name(n->op);
+  int64_t flags = n->params.nn.i[0];
+  int np = (int)(flags & 1) + (int)((flags >> 1) & 1);
+  TRY(counts(n, 1 + np, 1 + np, 3, 3));
+  const hpu_tensor_t *x = &n->inputs[0];
+  TRY(check_group_norm_x(n, x, n->params.nn.i[1], 1, np));
+  for (int k = 0; k < 3; k++) TRY(check_out(n, k));
+  TRY(same_shape(name, x, &n->outputs[0], "input and output"));
+  TRY(need_contig(name, &n->outputs[0], "the output"));
+  for (int k = 1; k < 3; k++) {
+    TRY(need_float(name, &n->outputs[k], "mean/rstd"));
+    if (numel(&n->outputs[k]) != x->sizes[0] * n->params.nn.i[1])
+      return hpu_error(INVALID, "%s: mean/rstd must have N * G elements", name);
+  }
+  return HPU_SUCCESS;
+}
+
+static hpu_status_t validate_group_norm_backward(const hpu_node_t *n) {
+  const char *name = hpu_op_name(n->op);
+  int64_t mask = n->params.nn.i[0], G = n->params.nn.i[2];
+  int has_w = n->params.nn.i[1] != 0;
+  TRY(counts(n, 3 + has_w, 3 + has_w, 3, 3));
+  const hpu_tensor_t *dy = &n->inputs[0], *x = &n->inputs[1], *st = &n->inputs[2];
+  TRY(check_group_norm_x(n, x, G, 3, has_w));
+  TRY(same_shape(name, dy, x, "grad and input"));
+  TRY(need_contig(name, dy, "the gradient"));
+  TRY(need_float(name, dy, "the gradient"));
+  if (st->ndim != 2 || st->sizes[0] != 2 || st->sizes[1] != x->sizes[0] * G)
+    return hpu_error(INVALID, "%s: stats must be [2, N * G]", name);
+  TRY(need_float(name, st, "the stats"));
+  for (int k = 0; k < 3; k++) {
+    if (!((mask >> k) & 1)) continue;
+    TRY(check_out(n, k));
+    TRY(need_float(name, &n->outputs[k], "the gradients"));
+    if (k == 0) {
+      TRY(same_shape(name, &n->outputs[0], x, "grad_input and input"));
+      TRY(need_contig(name, &n->outputs[0], "grad_input"));
+    } else if (numel(&n->outputs[k]) != x->sizes[1]) {
+      return hpu_error(INVALID, "%s: dweight/dbias must have C elements", name);
+    }
+  }
+  return HPU_SUCCESS;
+}
+
 static hpu_status_t validate_nll(const hpu_node_t *n, int backward) {
   const char *name = hpu_op_name(n->op);
   int has_w = n->params.nn.i[2] != 0;
@@ -382,6 +446,8 @@ hpu_status_t hpu_validate_nn(const hpu_node_t *node) {
     case HPU_OP_SOFTMAX_BACKWARD: return validate_same_shape_op(node, 2, 1);
     case HPU_OP_LAYER_NORM: return validate_layer_norm(node);
     case HPU_OP_LAYER_NORM_BACKWARD: return validate_layer_norm_backward(node);
+    case HPU_OP_GROUP_NORM: return validate_group_norm(node);
+    case HPU_OP_GROUP_NORM_BACKWARD: return validate_group_norm_backward(node);
     case HPU_OP_NLL_LOSS: return validate_nll(node, 0);
     case HPU_OP_NLL_LOSS_BACKWARD: return validate_nll(node, 1);
     case HPU_OP_INDEX_SELECT: return validate_index_select(node);
@@ -404,6 +470,8 @@ hpu_status_t hpu_execute_nn(const hpu_node_t *node) {
     case HPU_OP_SOFTMAX_BACKWARD: hpu_nn_softmax_backward(node); return HPU_SUCCESS;
     case HPU_OP_LAYER_NORM: hpu_nn_layer_norm(node); return HPU_SUCCESS;
     case HPU_OP_LAYER_NORM_BACKWARD: hpu_nn_layer_norm_backward(node); return HPU_SUCCESS;
+    case HPU_OP_GROUP_NORM: return hpu_nn_group_norm(node);
+    case HPU_OP_GROUP_NORM_BACKWARD: return hpu_nn_group_norm_backward(node);
     case HPU_OP_NLL_LOSS: return hpu_nn_nll_loss(node);
     case HPU_OP_NLL_LOSS_BACKWARD: return hpu_nn_nll_loss_backward(node);
     case HPU_OP_INDEX_SELECT: return hpu_nn_index_select(node);

@@ -19,6 +19,7 @@
 #include "kernels/vexp.h"
 #include "kernels/isa.h"
 #include "kernels/kernels.h"
+#include "kernels/nn_rows.h"
 #include "kernels/nn_util.h"
 #include "kernels/pw.h"
 #include "kernels/pw_math.h"
@@ -97,45 +98,86 @@
 
 /* Row conversions --------------------------------------------------------------- */
 
-static void load_row(float *dst, const char *src, int64_t n, hpu_dtype_t dt) {
-  switch (dt) {
-    case HPU_FLOAT32: memcpy(dst, src, (size_t)n * 4); break;
-    case HPU_BFLOAT16: {
-      const uint16_t *s = (const uint16_t *)src;
-      for (int64_t i = 0; i < n; i++) dst[i] = hpu_cvt_bf16_f32(s[i]);
-      break;
-    }
-    case HPU_FLOAT16: {
-      const uint16_t *s = (const uint16_t *)src;
-      for (int64_t i = 0; i < n; i++) dst[i] = hpu_cvt_half_f32(s[i]);
-      break;
-    }
-    default: {
-      int64_t es = (int64_t)hpu_dtype_size(dt);
-      for (int64_t i = 0; i < n; i++) dst[i] = hpu_load_f32(src + i * es, dt);
-      break;
-    }
+/* bf16 <-> float: the scalar code vectorises in each ISA clone. fp16 takes
+ * F16C on AVX2 / AVX-512 CPUs (gemv.c relies on it there too): the scalar
+ * conversion's branches kept it scalar, and a bf16 / fp16 group norm spent
+ * most of its time converting. F16C rounds to nearest even like
+ * hpu_cvt_f32_half; only NaN payloads may differ. */
+#define DEF_CONVERT(ISA)                                                                \
+  static HPU_ATTR_##ISA void ld_bf16_##ISA(float *d, const uint16_t *s, int64_t n) {     \
+    for (int64_t i = 0; i < n; i++) d[i] = hpu_cvt_bf16_f32(s[i]);                       \
+  }                                                                                     \
+  static HPU_ATTR_##ISA void st_bf16_##ISA(uint16_t *d, const float *s, int64_t n) {     \
+    for (int64_t i = 0; i < n; i++) d[i] = hpu_cvt_f32_bf16(s[i]);                       \
+  }
+
+DEF_CONVERT(generic)
+
+static void ld_f16_generic(float *d, const uint16_t *s, int64_t n) {
+  for (int64_t i = 0; i < n; i++) d[i] = hpu_cvt_half_f32(s[i]);
+}
+static void st_f16_generic(uint16_t *d, const float *s, int64_t n) {
+  for (int64_t i = 0; i < n; i++) d[i] = hpu_cvt_f32_half(s[i]);
+}
+
+#if HPU_HAVE_ISA_CLONES
+DEF_CONVERT(avx2)
+DEF_CONVERT(avx512)
+#define ATTR_F16C __attribute__((target("avx2,f16c")))
+ATTR_F16C static void ld_f16_f16c(float *d, const uint16_t *s, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + i))));
+  for (; i < n; i++) d[i] = hpu_cvt_half_f32(s[i]);
+}
+ATTR_F16C static void st_f16_f16c(uint16_t *d, const float *s, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128((__m128i *)(d + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT));
+  for (; i < n; i++) d[i] = hpu_cvt_f32_half(s[i]);
+}
+#endif
+
+/* The converters of a 16-bit float dtype for this CPU. */
+typedef struct {
+  void (*ld)(float *d, const uint16_t *s, int64_t n);
+  void (*st)(uint16_t *d, const float *s, int64_t n);
+} conv16_t;
+
+static const conv16_t *conv16(hpu_dtype_t dt) {
+  static const conv16_t bf16_generic = {ld_bf16_generic, st_bf16_generic};
+  static const conv16_t f16_generic = {ld_f16_generic, st_f16_generic};
+#if HPU_HAVE_ISA_CLONES
+  static const conv16_t bf16_avx2 = {ld_bf16_avx2, st_bf16_avx2};
+  static const conv16_t bf16_avx512 = {ld_bf16_avx512, st_bf16_avx512};
+  static const conv16_t f16_f16c = {ld_f16_f16c, st_f16_f16c};
+  hpu_isa_t isa = hpu_kernels_isa();
+  if (isa == HPU_ISA_AVX512) return dt == HPU_BFLOAT16 ? &bf16_avx512 : &f16_f16c;
+  if (isa == HPU_ISA_AVX2) return dt == HPU_BFLOAT16 ? &bf16_avx2 : &f16_f16c;
+#endif
+  return dt == HPU_BFLOAT16 ? &bf16_generic : &f16_generic;
+}
+
+void hpu_nn_load_row(float *dst, const char *src, int64_t n, hpu_dtype_t dt) {
+  if (dt == HPU_FLOAT32) {
+    memcpy(dst, src, (size_t)n * 4);
+  } else if (dt == HPU_BFLOAT16 || dt == HPU_FLOAT16) {
+    conv16(dt)->ld(dst, (const uint16_t *)src, n);
+  } else {
+    int64_t es = (int64_t)hpu_dtype_size(dt);
+    for (int64_t i = 0; i < n; i++) dst[i] = hpu_load_f32(src + i * es, dt);
   }
 }
 
-static void store_row(char *dst, const float *src, int64_t n, hpu_dtype_t dt) {
-  switch (dt) {
-    case HPU_FLOAT32: memcpy(dst, src, (size_t)n * 4); break;
-    case HPU_BFLOAT16: {
-      uint16_t *d = (uint16_t *)dst;
-      for (int64_t i = 0; i < n; i++) d[i] = hpu_cvt_f32_bf16(src[i]);
-      break;
-    }
-    case HPU_FLOAT16: {
-      uint16_t *d = (uint16_t *)dst;
-      for (int64_t i = 0; i < n; i++) d[i] = hpu_cvt_f32_half(src[i]);
-      break;
-    }
-    default: {
-      int64_t es = (int64_t)hpu_dtype_size(dt);
-      for (int64_t i = 0; i < n; i++) hpu_store_f32(dst + i * es, dt, src[i]);
-      break;
-    }
+void hpu_nn_store_row(char *dst, const float *src, int64_t n, hpu_dtype_t dt) {
+  if (dt == HPU_FLOAT32) {
+    memcpy(dst, src, (size_t)n * 4);
+  } else if (dt == HPU_BFLOAT16 || dt == HPU_FLOAT16) {
+    conv16(dt)->st((uint16_t *)dst, src, n);
+  } else {
+    int64_t es = (int64_t)hpu_dtype_size(dt);
+    for (int64_t i = 0; i < n; i++) hpu_store_f32(dst + i * es, dt, src[i]);
   }
 }
 
@@ -224,6 +266,16 @@ static void store_row(char *dst, const float *src, int64_t n, hpu_dtype_t dt) {
     LANES_FOLD(VT_##ISA, a0, a1, a2, a3, r);                                            \
     return r;                                                                           \
   }                                                                                     \
+  /* y = (x - mean) * rstd */                                                           \
+  static HPU_ATTR_##ISA void rcenter_##ISA(const float *x, float *y, int64_t n, float mean, \
+                                           float rstd) {                                \
+    for (int64_t i = 0; i < n; i++) y[i] = (x[i] - mean) * rstd;                        \
+  }                                                                                     \
+  /* y = a * u + b * v + c */                                                           \
+  static HPU_ATTR_##ISA void raxpby_##ISA(const float *u, const float *v, float *y,     \
+                                          int64_t n, float a, float b, float c) {       \
+    for (int64_t i = 0; i < n; i++) y[i] = a * u[i] + b * v[i] + c;                     \
+  }                                                                                     \
   /* y = (x - mean) * rstd * w + b */                                                   \
   static HPU_ATTR_##ISA void rnorm_##ISA(const float *x, float *y, int64_t n, float mean, \
                                          float rstd, const float *w, const float *b) {  \
@@ -284,33 +336,18 @@ DEF_ROWS(avx2)
 DEF_ROWS(avx512)
 #endif
 
-typedef struct {
-  float (*max)(const float *, int64_t);
-  float (*exp)(const float *, float *, int64_t, float);
-  float (*expsum)(const float *, int64_t, float);
-  void (*scale)(float *, int64_t, float, float);
-  void (*affine)(const float *, float *, int64_t, float, float);
-  float (*sum)(const float *, int64_t);
-  float (*ssd)(const float *, int64_t, float);
-  float (*dot)(const float *, const float *, int64_t);
-  void (*norm)(const float *, float *, int64_t, float, float, const float *, const float *);
-  void (*smb)(const float *, const float *, float *, int64_t, float);
-  void (*lsmb)(const float *, const float *, float *, int64_t, float);
-  void (*lnb)(const float *, const float *, const float *, float *, float *, float *, int64_t,
-              float, float, int);
-} rows_t;
-
 #define ROWS_OF(ISA)                                                                     \
   {rmax_##ISA, rexp_##ISA, rexpsum_##ISA, rscale_##ISA, raffine_##ISA, rsum_##ISA,       \
-   rssd_##ISA, rdot_##ISA, rnorm_##ISA, rsmb_##ISA, rlsmb_##ISA, rlnb_##ISA}
+   rssd_##ISA, rdot_##ISA, rnorm_##ISA, rsmb_##ISA, rlsmb_##ISA, rlnb_##ISA,             \
+   rcenter_##ISA, raxpby_##ISA}
 
-static const rows_t rows_generic = ROWS_OF(generic);
+static const hpu_nn_rows_t rows_generic = ROWS_OF(generic);
 #if HPU_HAVE_ISA_CLONES
-static const rows_t rows_avx2 = ROWS_OF(avx2);
-static const rows_t rows_avx512 = ROWS_OF(avx512);
+static const hpu_nn_rows_t rows_avx2 = ROWS_OF(avx2);
+static const hpu_nn_rows_t rows_avx512 = ROWS_OF(avx512);
 #endif
 
-static const rows_t *rows(void) {
+const hpu_nn_rows_t *hpu_nn_rows(void) {
 #if HPU_HAVE_ISA_CLONES
   hpu_isa_t isa = hpu_kernels_isa();
   if (isa == HPU_ISA_AVX512) return &rows_avx512;
@@ -323,7 +360,7 @@ static const rows_t *rows(void) {
 
 typedef struct {
   const hpu_node_t *node;
-  const rows_t *R;
+  const hpu_nn_rows_t *R;
   int64_t outer, D, inner;
   int log;
 } sm_t;
@@ -342,7 +379,7 @@ static void geometry(const hpu_tensor_t *t, int64_t dim, int64_t *outer, int64_t
 /* One float row: y = softmax(x) (x may alias y). The rows of a bf16 / fp16
  * log_softmax round their sum and its log to that dtype (dt), as PyTorch's
  * CPU keeps them in the tensor's type (else 1 element in 5 is 1 ulp off). */
-static void softmax_row_f(const rows_t *R, const float *x, float *y, int64_t n, int log,
+static void softmax_row_f(const hpu_nn_rows_t *R, const float *x, float *y, int64_t n, int log,
                           hpu_dtype_t dt) {
   float mx = R->max(x, n);
   if (mx == -INFINITY) mx = 0; /* all -inf: exp gives 0s, as PyTorch */
@@ -396,9 +433,9 @@ static void softmax_rows(void *ctx, int64_t begin, int64_t end) {
     float *buf = malloc((size_t)D * sizeof(float));
     if (!buf) abort();
     for (int64_t r = begin; r < end; r++) {
-      load_row(buf, x + r * D * es, D, dt);
+      hpu_nn_load_row(buf, x + r * D * es, D, dt);
       softmax_row_f(c->R, buf, buf, D, c->log, dt);
-      store_row(y + r * D * es, buf, D, dt);
+      hpu_nn_store_row(y + r * D * es, buf, D, dt);
     }
     free(buf);
     return;
@@ -428,7 +465,7 @@ static void softmax_rows(void *ctx, int64_t begin, int64_t end) {
 #define SOFTMAX_GRAIN 8192
 
 void hpu_nn_softmax(const hpu_node_t *node) {
-  sm_t c = {node, rows(), 0, 0, 0, (int)node->params.nn.i[1]};
+  sm_t c = {node, hpu_nn_rows(), 0, 0, 0, (int)node->params.nn.i[1]};
   geometry(&node->inputs[0], node->params.nn.i[0], &c.outer, &c.D, &c.inner);
   int64_t nrows = c.outer * c.inner;
   if (nrows == 0 || c.D == 0) return;
@@ -454,13 +491,13 @@ static void softmax_bw_rows(void *ctx, int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; r++) {
       const float *fg = bg, *fy = by;
       if (dg == HPU_FLOAT32) fg = (const float *)(pg + r * D * eg);
-      else load_row(bg, pg + r * D * eg, D, dg);
+      else hpu_nn_load_row(bg, pg + r * D * eg, D, dg);
       if (dy == HPU_FLOAT32) fy = (const float *)(py + r * D * ey);
-      else load_row(by, py + r * D * ey, D, dy);
+      else hpu_nn_load_row(by, py + r * D * ey, D, dy);
       float *fd = dd == HPU_FLOAT32 ? (float *)(pd + r * D * ed) : bd;
       if (c->log) c->R->lsmb(fg, fy, fd, D, c->R->sum(fg, D));
       else c->R->smb(fg, fy, fd, D, c->R->dot(fg, fy, D));
-      if (dd != HPU_FLOAT32) store_row(pd + r * D * ed, fd, D, dd);
+      if (dd != HPU_FLOAT32) hpu_nn_store_row(pd + r * D * ed, fd, D, dd);
     }
     free(buf);
     return;
@@ -482,7 +519,7 @@ static void softmax_bw_rows(void *ctx, int64_t begin, int64_t end) {
 }
 
 void hpu_nn_softmax_backward(const hpu_node_t *node) {
-  sm_t c = {node, rows(), 0, 0, 0, (int)node->params.nn.i[1]};
+  sm_t c = {node, hpu_nn_rows(), 0, 0, 0, (int)node->params.nn.i[1]};
   geometry(&node->inputs[0], node->params.nn.i[0], &c.outer, &c.D, &c.inner);
   int64_t nrows = c.outer * c.inner;
   if (nrows == 0 || c.D == 0) return;
@@ -494,7 +531,7 @@ void hpu_nn_softmax_backward(const hpu_node_t *node) {
 
 typedef struct {
   const hpu_node_t *node;
-  const rows_t *R;
+  const hpu_nn_rows_t *R;
   int64_t M, N;
   float *w, *b;      /* float copies of weight / bias (1 / 0 when absent) */
   double *wd, *bd;   /* fp64 */
@@ -532,7 +569,7 @@ static void ln_rows(void *ctx, int64_t begin, int64_t end) {
     const float *xr;
     float *yr;
     if (buf) {
-      load_row(buf, px + r * N * es, N, dt);
+      hpu_nn_load_row(buf, px + r * N * es, N, dt);
       xr = yr = buf;
     } else {
       xr = (const float *)px + r * N;
@@ -542,24 +579,29 @@ static void ln_rows(void *ctx, int64_t begin, int64_t end) {
     float var = c->R->ssd(xr, N, mean) / (float)N;
     float rstd = 1.0f / sqrtf(var + (float)c->eps);
     c->R->norm(xr, yr, N, mean, rstd, c->w, c->b);
-    if (buf) store_row(py + r * N * es, buf, N, dt);
+    if (buf) hpu_nn_store_row(py + r * N * es, buf, N, dt);
     hpu_store_f32(hpu_nn_elem(&n->outputs[1], r), n->outputs[1].dtype, mean);
     hpu_store_f32(hpu_nn_elem(&n->outputs[2], r), n->outputs[2].dtype, rstd);
   }
   free(buf);
 }
 
-/* Float and double copies of an optional [N] parameter (fill when absent). */
-static int param_copy(const hpu_tensor_t *t, int64_t N, float fill, float **f, double **d) {
+int hpu_nn_param_copy(const hpu_tensor_t *t, int64_t N, float fill, float **f, double **d) {
   *f = malloc((size_t)(N ? N : 1) * sizeof(float));
   *d = malloc((size_t)(N ? N : 1) * sizeof(double));
-  if (!*f || !*d) return -1;
+  if (!*f || !*d) {
+    free(*f);
+    free(*d);
+    *f = NULL;
+    *d = NULL;
+    return -1;
+  }
   int reduced = t && (t->dtype == HPU_FLOAT32 || t->dtype == HPU_BFLOAT16 || t->dtype == HPU_FLOAT16);
   if (reduced && hpu_tensor_is_contiguous(t)) {
     /* the usual case, converted as a row (exactly, float fits them all):
      * an address and a dtype switch per element made a [8 x 1024] layer
      * norm 3x slower than torch's */
-    load_row(*f, hpu_tensor_data(t), N, t->dtype);
+    hpu_nn_load_row(*f, hpu_tensor_data(t), N, t->dtype);
     for (int64_t i = 0; i < N; i++) (*d)[i] = (*f)[i];
     return 0;
   }
@@ -575,7 +617,7 @@ void hpu_nn_layer_norm(const hpu_node_t *node) {
   ln_t c;
   memset(&c, 0, sizeof c);
   c.node = node;
-  c.R = rows();
+  c.R = hpu_nn_rows();
   c.M = node->inputs[0].sizes[0];
   c.N = node->inputs[0].sizes[1];
   c.eps = hpu_scalar_as_double(node->params.nn.s[0]);
@@ -590,7 +632,7 @@ void hpu_nn_layer_norm(const hpu_node_t *node) {
     }
     return;
   }
-  if (param_copy(w, c.N, 1.0f, &c.w, &c.wd) || param_copy(b, c.N, 0.0f, &c.b, &c.bd)) abort();
+  if (hpu_nn_param_copy(w, c.N, 1.0f, &c.w, &c.wd) || hpu_nn_param_copy(b, c.N, 0.0f, &c.b, &c.bd)) abort();
   int64_t grain = 32768 / c.N;
   hpu_parallel_for(c.M, grain > 0 ? grain : 1, ln_rows, &c);
   free(c.w); free(c.wd); free(c.b); free(c.bd);
@@ -618,15 +660,15 @@ static void lnb_blocks(void *ctx, int64_t begin, int64_t end) {
     for (int64_t r = r0; r < r1; r++) {
       const float *fx = bx, *fg = bg;
       if (dt == HPU_FLOAT32) fx = (const float *)px + r * N;
-      else load_row(bx, px + r * N * es, N, dt);
+      else hpu_nn_load_row(bx, px + r * N * es, N, dt);
       if (dtg == HPU_FLOAT32) fg = (const float *)pg + r * N;
-      else load_row(bg, pg + r * N * esg, N, dtg);
+      else hpu_nn_load_row(bg, pg + r * N * esg, N, dtg);
       float *fd = (pd && dtd == HPU_FLOAT32) ? (float *)pd + r * N : bd;
       float mean = hpu_load_f32(hpu_nn_elem(st, r), st->dtype);
       float rstd = hpu_load_f32(hpu_nn_elem(st, c->M + r), st->dtype);
       c->R->lnb(fg, fx, c->w, fd, (mask & 2) ? dg : NULL, (mask & 4) ? db : NULL, N, mean, rstd,
                 (int)(mask & 1));
-      if (pd && dtd != HPU_FLOAT32) store_row(pd + r * N * esd, bd, N, dtd);
+      if (pd && dtd != HPU_FLOAT32) hpu_nn_store_row(pd + r * N * esd, bd, N, dtd);
     }
   }
   free(buf);
@@ -660,7 +702,7 @@ void hpu_nn_layer_norm_backward(const hpu_node_t *node) {
   ln_t c;
   memset(&c, 0, sizeof c);
   c.node = node;
-  c.R = rows();
+  c.R = hpu_nn_rows();
   const hpu_tensor_t *x = &node->inputs[1];
   c.M = x->sizes[0];
   c.N = x->sizes[1];
@@ -668,7 +710,7 @@ void hpu_nn_layer_norm_backward(const hpu_node_t *node) {
   const hpu_tensor_t *w = node->params.nn.i[1] ? &node->inputs[3] : NULL;
   int64_t N = c.N;
   if (N == 0) return;
-  if (param_copy(w, N, 1.0f, &c.w, &c.wd)) abort();
+  if (hpu_nn_param_copy(w, N, 1.0f, &c.w, &c.wd)) abort();
   if (x->dtype == HPU_FLOAT64) {
     /* fp64: dx by rows, dgamma/dbeta by columns, all in double */
     const hpu_tensor_t *st = &node->inputs[2];

@@ -19,6 +19,8 @@ void hpu_nn_softmax(const hpu_node_t *node);
 void hpu_nn_softmax_backward(const hpu_node_t *node);
 void hpu_nn_layer_norm(const hpu_node_t *node);
 void hpu_nn_layer_norm_backward(const hpu_node_t *node);
+hpu_status_t hpu_nn_group_norm(const hpu_node_t *node);
+hpu_status_t hpu_nn_group_norm_backward(const hpu_node_t *node);
 hpu_status_t hpu_nn_nll_loss(const hpu_node_t *node);
 hpu_status_t hpu_nn_nll_loss_backward(const hpu_node_t *node);
 hpu_status_t hpu_nn_index_select(const hpu_node_t *node);

@@ -88,7 +88,8 @@ static void test_tensor_helpers(void) {
   CU_ASSERT(hpu_tensor_is_contiguous(&t));
   CU_ASSERT_STRING_EQUAL(hpu_op_name(HPU_OP_ADD), "add");
   CU_ASSERT_STRING_EQUAL(hpu_op_name(HPU_OP_MATMUL), "matmul");
-  CU_ASSERT_STRING_EQUAL(hpu_op_name((hpu_op_t)99), "invalid");
+  CU_ASSERT_STRING_EQUAL(hpu_op_name(HPU_OP_COUNT), "invalid");
+  CU_ASSERT_STRING_EQUAL(hpu_op_name((hpu_op_t)(HPU_OP_COUNT + 40)), "invalid");
 }
 
 /* Copy ---------------------------------------------------------------------- */

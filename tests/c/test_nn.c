@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "hpu/hpu.h"
+#include "kernels/cvt.h"
 #include "kernels/kernels.h"
 
 static hpu_tensor_t T(void *data, hpu_dtype_t dt, int ndim, const int64_t *sizes) {
@@ -513,6 +514,143 @@ static void test_layer_norm(void) {
     CU_ASSERT_DOUBLE_EQUAL(y[N + i] - b[i], -(y[2 * N + i] - b[i]), 1e-5);
 }
 
+/* Group norm by construction: x [2, 4, 3] in 2 groups, group r holding
+ * 10 r + 0..5, so every group has mean 10 r + 2.5 and variance 35 / 12;
+ * in float32 and bf16 (the values are exact in bf16), on every ISA. Then
+ * the float64 backward against central differences of
+ * L(x, w, b) = sum(dy * y), and the checks of a bad node. */
+enum { GN_N = 2, GN_C = 4, GN_HW = 3, GN_G = 2, GN_LEN = GN_N * GN_C * GN_HW };
+
+static void gn_forward_f64(const double *x, const double *w, const double *b, double *y) {
+  int64_t len = GN_C / GN_G * GN_HW;
+  for (int r = 0; r < GN_N * GN_G; r++) {
+    double s = 0, q = 0;
+    for (int k = 0; k < len; k++) s += x[r * len + k];
+    double mean = s / len;
+    for (int k = 0; k < len; k++) q += (x[r * len + k] - mean) * (x[r * len + k] - mean);
+    double rstd = 1.0 / sqrt(q / len + 1e-5);
+    for (int k = 0; k < len; k++) {
+      int ch = (r % GN_G) * (GN_C / GN_G) + k / GN_HW;
+      y[r * len + k] = (x[r * len + k] - mean) * rstd * w[ch] + b[ch];
+    }
+  }
+}
+
+static hpu_tensor_t T3(void *d, hpu_dtype_t dt, int64_t a, int64_t b, int64_t c) {
+  int64_t s[3] = {a, b, c};
+  return T(d, dt, 3, s);
+}
+
+static void test_group_norm(void) {
+  float x[GN_LEN], y[GN_LEN], w[GN_C], b[GN_C], mean[GN_N * GN_G], rstd[GN_N * GN_G];
+  uint16_t xb[GN_LEN], yb[GN_LEN], wb[GN_C], bb[GN_C];
+  double xd[GN_LEN], yd[GN_LEN], wd[GN_C], bd[GN_C];
+  for (int i = 0; i < GN_LEN; i++) {
+    x[i] = (float)(10 * (i / 6) + i % 6);
+    xb[i] = hpu_cvt_f32_bf16(x[i]);
+    xd[i] = x[i];
+  }
+  for (int c = 0; c < GN_C; c++) {
+    w[c] = 0.5f + (float)c;
+    b[c] = (float)c - 1.5f;
+    wb[c] = hpu_cvt_f32_bf16(w[c]);
+    bb[c] = hpu_cvt_f32_bf16(b[c]);
+    wd[c] = w[c];
+    bd[c] = b[c];
+  }
+  gn_forward_f64(xd, wd, bd, yd);
+  for (size_t k = 0; k < 3; k++) {
+    hpu_kernels_set_isa(isas[k]);
+    for (int bf = 0; bf < 2; bf++) {
+      hpu_dtype_t dt = bf ? HPU_BFLOAT16 : HPU_FLOAT32;
+      hpu_node_t n = node(HPU_OP_GROUP_NORM);
+      n.num_inputs = 3;
+      n.num_outputs = 3;
+      n.inputs[0] = T3(bf ? (void *)xb : (void *)x, dt, GN_N, GN_C, GN_HW);
+      n.inputs[1] = T1(bf ? (void *)wb : (void *)w, dt, GN_C);
+      n.inputs[2] = T1(bf ? (void *)bb : (void *)b, dt, GN_C);
+      n.outputs[0] = T3(bf ? (void *)yb : (void *)y, dt, GN_N, GN_C, GN_HW);
+      n.outputs[1] = T1(mean, HPU_FLOAT32, GN_N * GN_G);
+      n.outputs[2] = T1(rstd, HPU_FLOAT32, GN_N * GN_G);
+      n.params.nn.i[0] = 3;
+      n.params.nn.i[1] = GN_G;
+      n.params.nn.s[0] = hpu_scalar_float(1e-5);
+      CU_ASSERT_EQUAL_FATAL(run(&n), HPU_SUCCESS);
+      for (int r = 0; r < GN_N * GN_G; r++) {
+        CU_ASSERT_DOUBLE_EQUAL(mean[r], 10 * r + 2.5, 1e-6);
+        CU_ASSERT_DOUBLE_EQUAL(rstd[r], 1.0 / sqrt(35.0 / 12 + 1e-5), 1e-6);
+      }
+      for (int i = 0; i < GN_LEN; i++) {
+        double got = bf ? hpu_cvt_bf16_f32(yb[i]) : y[i];
+        /* bf16: one rounding of the float result, half a step of 2^-7 */
+        CU_ASSERT_DOUBLE_EQUAL(got, yd[i], bf ? fabs(yd[i]) * 0x1p-8 + 1e-6 : 1e-5);
+      }
+    }
+  }
+  hpu_kernels_set_isa(HPU_ISA_AVX512);
+
+  /* float64 backward against central differences */
+  double dy[GN_LEN], st[2 * GN_N * GN_G], dx[GN_LEN], dw[GN_C], db[GN_C];
+  for (int i = 0; i < GN_LEN; i++) dy[i] = sin(1.0 + i) + 0.25 * (i % 3);
+  for (int i = 0; i < GN_LEN; i++) xd[i] = cos(0.7 * i) * 3 + 0.1 * i;
+  hpu_node_t f = node(HPU_OP_GROUP_NORM);
+  f.num_inputs = 3;
+  f.num_outputs = 3;
+  f.inputs[0] = T3(xd, HPU_FLOAT64, GN_N, GN_C, GN_HW);
+  f.inputs[1] = T1(wd, HPU_FLOAT64, GN_C);
+  f.inputs[2] = T1(bd, HPU_FLOAT64, GN_C);
+  f.outputs[0] = T3(yd, HPU_FLOAT64, GN_N, GN_C, GN_HW);
+  f.outputs[1] = T1(st, HPU_FLOAT64, GN_N * GN_G);
+  f.outputs[2] = T1(st + GN_N * GN_G, HPU_FLOAT64, GN_N * GN_G);
+  f.params.nn.i[0] = 3;
+  f.params.nn.i[1] = GN_G;
+  f.params.nn.s[0] = hpu_scalar_float(1e-5);
+  CU_ASSERT_EQUAL_FATAL(run(&f), HPU_SUCCESS);
+  hpu_node_t g = node(HPU_OP_GROUP_NORM_BACKWARD);
+  g.num_inputs = 4;
+  g.num_outputs = 3;
+  g.inputs[0] = T3(dy, HPU_FLOAT64, GN_N, GN_C, GN_HW);
+  g.inputs[1] = T3(xd, HPU_FLOAT64, GN_N, GN_C, GN_HW);
+  g.inputs[2] = T2(st, HPU_FLOAT64, 2, GN_N * GN_G);
+  g.inputs[3] = T1(wd, HPU_FLOAT64, GN_C);
+  g.outputs[0] = T3(dx, HPU_FLOAT64, GN_N, GN_C, GN_HW);
+  g.outputs[1] = T1(dw, HPU_FLOAT64, GN_C);
+  g.outputs[2] = T1(db, HPU_FLOAT64, GN_C);
+  g.params.nn.i[0] = 7;
+  g.params.nn.i[1] = 1;
+  g.params.nn.i[2] = GN_G;
+  CU_ASSERT_EQUAL_FATAL(run(&g), HPU_SUCCESS);
+  const double h = 1e-6;
+  double yp[GN_LEN], ym[GN_LEN];
+  /* L as a function of one coordinate of x (p = 0), w (1) or b (2) */
+  for (int p = 0; p < 3; p++) {
+    int count = p == 0 ? GN_LEN : GN_C;
+    double *v = p == 0 ? xd : p == 1 ? wd : bd;
+    const double *grad = p == 0 ? dx : p == 1 ? dw : db;
+    for (int i = 0; i < count; i++) {
+      double keep = v[i], lp = 0, lm = 0;
+      v[i] = keep + h;
+      gn_forward_f64(xd, wd, bd, yp);
+      v[i] = keep - h;
+      gn_forward_f64(xd, wd, bd, ym);
+      v[i] = keep;
+      for (int k = 0; k < GN_LEN; k++) {
+        lp += dy[k] * yp[k];
+        lm += dy[k] * ym[k];
+      }
+      CU_ASSERT_DOUBLE_EQUAL(grad[i], (lp - lm) / (2 * h), 1e-6);
+    }
+  }
+
+  /* bad nodes: 4 channels in 3 groups; stats of the wrong size */
+  f.params.nn.i[1] = 3;
+  CU_ASSERT_EQUAL(run(&f), HPU_ERROR_INVALID_ARGUMENT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(hpu_last_error(), "groups"));
+  g.inputs[2] = T2(st, HPU_FLOAT64, 2, GN_N * GN_G - 1);
+  CU_ASSERT_EQUAL(run(&g), HPU_ERROR_INVALID_ARGUMENT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(hpu_last_error(), "stats"));
+}
+
 static void test_gather_scatter_index(void) {
   float x[6] = {0, 1, 2, 3, 4, 5}, out[4] = {0};
   int64_t idx[4] = {2, 0, 1, 1};
@@ -637,6 +775,7 @@ int main(void) {
   CU_add_test(s, "softmax of equal values", test_softmax_equal);
   CU_add_test(s, "softmax rows: same bits on every ISA", test_softmax_rows_same_bits_every_isa);
   CU_add_test(s, "layer norm by construction", test_layer_norm);
+  CU_add_test(s, "group norm by construction, backward by differences", test_group_norm);
   CU_add_test(s, "gather/scatter/index bounds", test_gather_scatter_index);
   CU_add_test(s, "nll_loss and sort", test_nll_sort);
   CU_basic_set_mode(CU_BRM_VERBOSE);

@@ -384,6 +384,115 @@ def test_layer_norm_backward_output_mask():
                 assert_close_to_cpu(gg, ee, rtol=1e-4, atol=1e-5)
 
 
+# ---- group norm ------------------------------------------------------------------------------
+
+def _steps_apart(a, b):
+    """The largest difference of a and b (bf16 / fp16) in steps of their
+    dtype at that magnitude (0: equal, 1: neighbours)."""
+    bits, tiny = {torch.bfloat16: (7, 2.0 ** -133), torch.float16: (10, 2.0 ** -24)}[a.dtype]
+    a, b = a.double(), b.double()
+    mag = torch.maximum(a.abs(), b.abs()).clamp_min(tiny)
+    step = torch.exp2(torch.floor(torch.log2(mag)) - bits).clamp_min(tiny)
+    return ((a - b).abs() / step).max().item() if a.numel() else 0.0
+
+
+GN_CASES = [((4, 6, 5), 3), ((2, 8, 4, 4), 4), ((3, 4, 2, 3, 2), 2), ((2, 6, 1), 3), ((1, 4, 70, 70), 1),
+            ((0, 4, 3), 2), ((2, 4), 2), ((2, 4, 0), 2)]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shape,groups", GN_CASES)
+@pytest.mark.parametrize("affine", ["both", "weight", "none"])
+def test_group_norm_forward_and_backward(dtype, shape, groups, affine, fallback_counts):
+    # native_group_norm and its backward are hpu kernels that round where
+    # PyTorch's CPU kernel does: bf16 / fp16 outputs and gradients are the
+    # CPU's to one step of the dtype (the statistics are summed in another
+    # order), float32 to summation-order rounding.
+    C = shape[1]
+    x = make(shape, dtype) * 2 + 0.5
+    w = make((C,), dtype, seed=1) if affine != "none" else None
+    b = make((C,), dtype, seed=2) if affine == "both" else None
+    g = make(shape, dtype, seed=3)
+    h = lambda t: t.to("hpu").requires_grad_() if t is not None else None
+    c = lambda t: t.clone().requires_grad_() if t is not None else None
+    xc, wc, bc = c(x), c(w), c(b)
+    xh, wh, bh = h(x), h(w), h(b)
+    yc = F.group_norm(xc, groups, wc, bc)
+    yh = F.group_norm(xh, groups, wh, bh)
+    yc.backward(g)
+    yh.backward(g.to("hpu"))
+    pairs = [(yh, yc), (xh.grad, xc.grad)] + [(p.grad, q.grad) for p, q in ((wh, wc), (bh, bc)) if p is not None]
+    n = x[0].numel() // groups if x.numel() else 1
+    for got, exp in pairs:
+        assert got.shape == exp.shape
+        assert_close_to_cpu(got, exp, equal_nan=True, **tol(dtype, n))
+    if dtype in (torch.bfloat16, torch.float16) and x.numel():
+        assert _steps_apart(yh.detach().cpu(), yc.detach()) <= 1
+    assert fallback_counts() == {}
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_group_norm_statistics_and_mixed_parameters(dtype):
+    # mean and rstd are returned in the input's dtype, or in float32 when a
+    # bf16 / fp16 input meets float32 parameters (as autocast's fp32 list
+    # gives them); the backward takes those statistics back.
+    x = make((3, 8, 5, 5), dtype)
+    for w, b in [(make((8,), dtype, seed=1), make((8,), dtype, seed=2)), (make((8,), seed=1), make((8,), seed=2))]:
+        got = torch.native_group_norm(x.to("hpu"), w.to("hpu"), b.to("hpu"), 3, 8, 25, 4, 1e-5)
+        exp = torch.native_group_norm(x, w, b, 3, 8, 25, 4, 1e-5)
+        for gg, ee in zip(got, exp):
+            assert gg.dtype == ee.dtype and gg.shape == ee.shape
+            assert_close_to_cpu(gg, ee, **tol(dtype, 50))
+        dy = make((3, 8, 5, 5), dtype, seed=4)
+        gb = torch.ops.aten.native_group_norm_backward(dy.to("hpu"), x.to("hpu"), got[1], got[2], w.to("hpu"),
+                                                       3, 8, 25, 4, [True, True, True])
+        eb = torch.ops.aten.native_group_norm_backward(dy, x, exp[1], exp[2], w, 3, 8, 25, 4, [True, True, True])
+        for gg, ee in zip(gb, eb):
+            assert gg.dtype == ee.dtype
+            assert_close_to_cpu(gg, ee, **tol(dtype, 75))
+
+
+def test_group_norm_layouts_and_masks(fallback_counts):
+    # a channels-last or transposed input gives the CPU's values; each
+    # output of the backward can be asked for alone
+    x = make((2, 6, 7, 5)) * 3
+    w, b = make((6,), seed=1), make((6,), seed=2)
+    h = lambda t: t.to("hpu")
+    for xx in (x.to(memory_format=torch.channels_last), x.transpose(2, 3)):
+        assert_close_to_cpu(F.group_norm(h(xx), 3, h(w), h(b)), F.group_norm(xx, 3, w, b), rtol=1e-5, atol=1e-5)
+    _, mean, rstd = torch.native_group_norm(x, w, b, 2, 6, 35, 3, 1e-5)
+    dy = make((2, 6, 7, 5), seed=3)
+    for mask in [[True, False, False], [False, True, False], [False, False, True], [False, False, False]]:
+        got = torch.ops.aten.native_group_norm_backward(h(dy), h(x), h(mean), h(rstd), h(w), 2, 6, 35, 3, mask)
+        exp = torch.ops.aten.native_group_norm_backward(dy, x, mean, rstd, w, 2, 6, 35, 3, mask)
+        for gg, ee, m in zip(got, exp, mask):
+            assert (gg is None or not gg.defined()) if not m else True
+            if m:
+                assert_close_to_cpu(gg, ee, rtol=1e-4, atol=1e-4)
+    assert fallback_counts() == {}
+
+
+def test_group_norm_bad_input():
+    x = make((2, 6, 4)).to("hpu")
+    with pytest.raises(RuntimeError, match="divisible by num_groups"):
+        F.group_norm(x, 4)
+    with pytest.raises(RuntimeError, match="greater than 0"):
+        torch.native_group_norm(x, None, None, 2, 6, 4, 0, 1e-5)
+    with pytest.raises(RuntimeError, match="Expected weight to be a vector of size equal to the number of channels"):
+        F.group_norm(x, 3, make((5,)).to("hpu"))
+    with pytest.raises(RuntimeError, match="N \\* C \\* HxW"):
+        torch.native_group_norm(x, None, None, 2, 6, 5, 3, 1e-5)
+    with pytest.raises(NotImplementedError, match="GroupNormKernelImpl"):
+        torch.native_group_norm(x.int(), None, None, 2, 6, 4, 3, 1e-5)
+    with pytest.raises(RuntimeError, match="weight and bias must be"):
+        torch.native_group_norm(x, make((6,), torch.bfloat16).to("hpu"), None, 2, 6, 4, 3, 1e-5)
+    _, m, r = torch.native_group_norm(x, None, None, 2, 6, 4, 3, 1e-5)
+    with pytest.raises(RuntimeError, match="X and dY"):
+        torch.ops.aten.native_group_norm_backward(x.bfloat16(), x, m, r, None, 2, 6, 4, 3, [True, False, False])
+    # the process goes on
+    assert_close_to_cpu(F.group_norm(x, 3), F.group_norm(x.cpu(), 3), rtol=1e-5, atol=1e-5)
+
+
 # ---- losses ------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
