@@ -350,6 +350,135 @@ at::Tensor leaky_relu_backward(const at::Tensor& grad, const at::Tensor& self,
   return leaky_relu_backward_out(grad, self, slope, self_is_result, out);
 }
 
+// ---- elu, softplus, hardswish, hardsigmoid, mish, log_sigmoid and their backwards --------
+
+// A float activation y = f(self) (params p): functional, in place, out=.
+at::Tensor act(const char* cpu_name, hpu_op_t op, const at::Tensor& self, const Params& p = Params()) {
+  check_float_act(cpu_name, self);
+  return pw(hpu_op_name(op), op, {self}, self.scalar_type(), self.scalar_type(), p);
+}
+at::Tensor& act_into(const char* cpu_name, hpu_op_t op, const at::Tensor& self, at::Tensor& out, bool inplace,
+                     const Params& p = Params()) {
+  check_float_act(cpu_name, self);
+  return pw_into(hpu_op_name(op), op, out, inplace, {self}, self.scalar_type(), self.scalar_type(), p);
+}
+// Its backward from (grad, self).
+at::Tensor act_bwd(hpu_op_t op, const at::Tensor& grad, const at::Tensor& self, const Params& p = Params()) {
+  auto t = result_of({grad, self});
+  return pw(hpu_op_name(op), op, {grad, self}, t, t, p);
+}
+at::Tensor& act_bwd_out(hpu_op_t op, const at::Tensor& grad, const at::Tensor& self, at::Tensor& out,
+                        const Params& p = Params()) {
+  auto t = result_of({grad, self});
+  return pw_into(hpu_op_name(op), op, out, false, {grad, self}, t, t, p);
+}
+
+Params elu_params(const c10::Scalar& alpha, const c10::Scalar& scale, const c10::Scalar& input_scale,
+                  bool is_result = false) {
+  Params p;
+  p.s[0] = to_hpu_scalar(alpha);
+  p.s[1] = to_hpu_scalar(scale);
+  p.s[2] = to_hpu_scalar(input_scale);
+  p.i[0] = is_result;
+  return p;
+}
+at::Tensor elu(const at::Tensor& self, const c10::Scalar& alpha, const c10::Scalar& scale,
+               const c10::Scalar& input_scale) {
+  return act("elu_cpu", HPU_OP_ELU, self, elu_params(alpha, scale, input_scale));
+}
+at::Tensor& elu_(at::Tensor& self, const c10::Scalar& alpha, const c10::Scalar& scale,
+                 const c10::Scalar& input_scale) {
+  return act_into("elu_cpu", HPU_OP_ELU, self, self, true, elu_params(alpha, scale, input_scale));
+}
+at::Tensor& elu_out(const at::Tensor& self, const c10::Scalar& alpha, const c10::Scalar& scale,
+                    const c10::Scalar& input_scale, at::Tensor& out) {
+  return act_into("elu_cpu", HPU_OP_ELU, self, out, false, elu_params(alpha, scale, input_scale));
+}
+at::Tensor& elu_backward_out(const at::Tensor& grad, const c10::Scalar& alpha, const c10::Scalar& scale,
+                             const c10::Scalar& input_scale, bool is_result, const at::Tensor& self_or_result,
+                             at::Tensor& out) {
+  TORCH_CHECK(!is_result || alpha.to<double>() >= 0.0,
+              "In-place elu backward calculation is triggered with a negative slope which is not supported. "
+              "This is caused by calling in-place forward function with a negative slope, please call "
+              "out-of-place version instead.");
+  return act_bwd_out(HPU_OP_ELU_BACKWARD, grad, self_or_result, out,
+                     elu_params(alpha, scale, input_scale, is_result));
+}
+at::Tensor elu_backward(const at::Tensor& grad, const c10::Scalar& alpha, const c10::Scalar& scale,
+                        const c10::Scalar& input_scale, bool is_result, const at::Tensor& self_or_result) {
+  auto t = result_of({grad, self_or_result});
+  at::Tensor out = at::empty(shape_of({grad, self_or_result}), grad.options().dtype(t));
+  return elu_backward_out(grad, alpha, scale, input_scale, is_result, self_or_result, out);
+}
+
+at::Tensor softplus(const at::Tensor& self, const c10::Scalar& beta, const c10::Scalar& threshold) {
+  return act("softplus_cpu", HPU_OP_SOFTPLUS, self, one_param(beta, threshold));
+}
+at::Tensor& softplus_out(const at::Tensor& self, const c10::Scalar& beta, const c10::Scalar& threshold,
+                         at::Tensor& out) {
+  return act_into("softplus_cpu", HPU_OP_SOFTPLUS, self, out, false, one_param(beta, threshold));
+}
+at::Tensor softplus_backward(const at::Tensor& grad, const at::Tensor& self, const c10::Scalar& beta,
+                             const c10::Scalar& threshold) {
+  return act_bwd(HPU_OP_SOFTPLUS_BACKWARD, grad, self, one_param(beta, threshold));
+}
+at::Tensor& softplus_backward_out(const at::Tensor& grad, const at::Tensor& self, const c10::Scalar& beta,
+                                  const c10::Scalar& threshold, at::Tensor& out) {
+  return act_bwd_out(HPU_OP_SOFTPLUS_BACKWARD, grad, self, out, one_param(beta, threshold));
+}
+
+// The parameterless ones, by op: functional, in place, out=, and backward.
+template <hpu_op_t OP>
+const char* cpu_kernel_name() {
+  switch (OP) {
+    case HPU_OP_HARDSWISH: return "hardswish_cpu";
+    case HPU_OP_HARDSIGMOID: return "hardsigmoid_cpu";
+    case HPU_OP_MISH: return "mish_cpu";
+    default: return "log_sigmoid_cpu";
+  }
+}
+template <hpu_op_t OP>
+at::Tensor act0(const at::Tensor& self) { return act(cpu_kernel_name<OP>(), OP, self); }
+template <hpu_op_t OP>
+at::Tensor& act0_(at::Tensor& self) { return act_into(cpu_kernel_name<OP>(), OP, self, self, true); }
+template <hpu_op_t OP>
+at::Tensor& act0_out(const at::Tensor& self, at::Tensor& out) {
+  return act_into(cpu_kernel_name<OP>(), OP, self, out, false);
+}
+template <hpu_op_t OP>
+at::Tensor act0_bwd(const at::Tensor& grad, const at::Tensor& self) { return act_bwd(OP, grad, self); }
+template <hpu_op_t OP>
+at::Tensor& act0_bwd_out(const at::Tensor& grad, const at::Tensor& self, at::Tensor& out) {
+  return act_bwd_out(OP, grad, self, out);
+}
+
+// log_sigmoid's buffer: PyTorch's CPU kernel saves e^-|x| there for the
+// backward; ours recomputes it (as PyTorch's CUDA kernel does) and leaves
+// the buffer empty.
+std::tuple<at::Tensor, at::Tensor> log_sigmoid_forward(const at::Tensor& self) {
+  return {act0<HPU_OP_LOG_SIGMOID>(self), at::empty({0}, self.options())};
+}
+std::tuple<at::Tensor&, at::Tensor&> log_sigmoid_forward_out(const at::Tensor& self, at::Tensor& output,
+                                                             at::Tensor& buffer) {
+  act0_out<HPU_OP_LOG_SIGMOID>(self, output);
+  buffer.resize_({0});
+  return {output, buffer};
+}
+// The kernel rounds its e^-|x| as the CPU's buffer (self's dtype) is.
+Params log_sigmoid_buffer_rounding(const at::Tensor& self) {
+  auto t = self.scalar_type();
+  return one_param(t == at::kBFloat16 ? 1 : t == at::kHalf ? 2 : 0);
+}
+at::Tensor log_sigmoid_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& buffer) {
+  (void)buffer;
+  return act_bwd(HPU_OP_LOG_SIGMOID_BACKWARD, grad, self, log_sigmoid_buffer_rounding(self));
+}
+at::Tensor& log_sigmoid_backward_out(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& buffer,
+                                     at::Tensor& out) {
+  (void)buffer;
+  return act_bwd_out(HPU_OP_LOG_SIGMOID_BACKWARD, grad, self, out, log_sigmoid_buffer_rounding(self));
+}
+
 void check_hardtanh(const at::Tensor& self, const c10::Scalar& lo, const c10::Scalar& hi) {
   TORCH_CHECK(self.scalar_type() != at::kBool, "Bool inputs not supported for hardtanh");
   TORCH_CHECK(lo.to<double>() <= hi.to<double>(), "hardtanh: min_val (", lo.to<double>(),
@@ -1023,6 +1152,36 @@ TORCH_LIBRARY_IMPL(aten, HPU, m) {
   m.impl("hardtanh.out", TORCH_FN(hardtanh_out));
   m.impl("hardtanh_backward", TORCH_FN(hardtanh_backward));
   m.impl("hardtanh_backward.grad_input", TORCH_FN(hardtanh_backward_out));
+}
+
+TORCH_LIBRARY_IMPL(aten, HPU, m) {
+  m.impl("elu", TORCH_FN(elu));
+  m.impl("elu_", TORCH_FN(elu_));
+  m.impl("elu.out", TORCH_FN(elu_out));
+  m.impl("elu_backward", TORCH_FN(elu_backward));
+  m.impl("elu_backward.grad_input", TORCH_FN(elu_backward_out));
+  m.impl("softplus", TORCH_FN(softplus));
+  m.impl("softplus.out", TORCH_FN(softplus_out));
+  m.impl("softplus_backward", TORCH_FN(softplus_backward));
+  m.impl("softplus_backward.grad_input", TORCH_FN(softplus_backward_out));
+  m.impl("hardswish", TORCH_FN(act0<HPU_OP_HARDSWISH>));
+  m.impl("hardswish_", TORCH_FN(act0_<HPU_OP_HARDSWISH>));
+  m.impl("hardswish.out", TORCH_FN(act0_out<HPU_OP_HARDSWISH>));
+  m.impl("hardswish_backward", TORCH_FN(act0_bwd<HPU_OP_HARDSWISH_BACKWARD>));
+  m.impl("hardswish_backward.out", TORCH_FN(act0_bwd_out<HPU_OP_HARDSWISH_BACKWARD>));
+  m.impl("hardsigmoid", TORCH_FN(act0<HPU_OP_HARDSIGMOID>));
+  m.impl("hardsigmoid_", TORCH_FN(act0_<HPU_OP_HARDSIGMOID>));
+  m.impl("hardsigmoid.out", TORCH_FN(act0_out<HPU_OP_HARDSIGMOID>));
+  m.impl("hardsigmoid_backward", TORCH_FN(act0_bwd<HPU_OP_HARDSIGMOID_BACKWARD>));
+  m.impl("hardsigmoid_backward.grad_input", TORCH_FN(act0_bwd_out<HPU_OP_HARDSIGMOID_BACKWARD>));
+  m.impl("mish", TORCH_FN(act0<HPU_OP_MISH>));
+  m.impl("mish_", TORCH_FN(act0_<HPU_OP_MISH>));
+  m.impl("mish.out", TORCH_FN(act0_out<HPU_OP_MISH>));
+  m.impl("mish_backward", TORCH_FN(act0_bwd<HPU_OP_MISH_BACKWARD>));
+  m.impl("log_sigmoid_forward", TORCH_FN(log_sigmoid_forward));
+  m.impl("log_sigmoid_forward.output", TORCH_FN(log_sigmoid_forward_out));
+  m.impl("log_sigmoid_backward", TORCH_FN(log_sigmoid_backward));
+  m.impl("log_sigmoid_backward.grad_input", TORCH_FN(log_sigmoid_backward_out));
 }
 
 TORCH_LIBRARY_IMPL(aten, HPU, m) {

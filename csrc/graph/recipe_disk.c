@@ -24,7 +24,9 @@
 #include "hpu/metrics.h"
 
 #define MAGIC 0x3150435255504848ull /* "HHPURCP1" */
-#define VERSION 3 /* 2: groups may end with a row op; 3: the row op may be a reduction, operands may broadcast */
+/* 2: groups may end with a row op; 3: the row op may be a reduction,
+ * operands may broadcast; 4: op codes renumbered (activations added). */
+#define VERSION 4
 
 typedef struct header {
   uint64_t magic;

@@ -37,6 +37,13 @@
 
 /* Kernels (one op may have several: variants picked by params). ---------- */
 
+/* The activations after hardtanh and their backwards (ELU's backward has
+ * two kernels: from self, or from the forward's result). */
+#define PW_ACTIVATIONS(X)                                                                    \
+  X(ELU) X(SOFTPLUS) X(HARDSWISH) X(HARDSIGMOID) X(MISH) X(LOG_SIGMOID) X(ELU_BACKWARD)      \
+  X(ELU_BACKWARD_RESULT) X(SOFTPLUS_BACKWARD) X(HARDSWISH_BACKWARD) X(HARDSIGMOID_BACKWARD)  \
+  X(MISH_BACKWARD) X(LOG_SIGMOID_BACKWARD)
+
 #define PW_KERNELS(X)                                                                        \
   X(NEG) X(ABS) X(EXP) X(EXP2) X(LOG) X(LOG2) X(LOG10) X(LOG1P) X(EXPM1) X(SQRT) X(RSQRT)    \
   X(RECIPROCAL) X(SIN) X(COS) X(TAN) X(TANH) X(SIGMOID) X(ERF) X(SILU) X(GELU) X(GELU_TANH) \
@@ -47,7 +54,7 @@
   X(POW_SQRT) X(POW_RSQRT) X(POW_RECIP) X(POW_INVSQ) X(GELU_BACKWARD) X(GELU_TANH_BACKWARD)  \
   X(TANH_BACKWARD) X(SIGMOID_BACKWARD) X(SILU_BACKWARD) X(THRESHOLD_BACKWARD)                \
   X(LEAKY_RELU_BACKWARD) X(HARDTANH_BACKWARD) X(CLAMP) X(CLAMP_MIN) X(CLAMP_MAX) X(WHERE)    \
-  X(LERP) X(ADDCMUL) X(ADDCDIV) X(ARANGE)
+  X(LERP) X(ADDCMUL) X(ADDCDIV) X(ARANGE) PW_ACTIVATIONS(X)
 
 #define KENUM(N) K_##N,
 typedef enum { PW_KERNELS(KENUM) K_COUNT } pw_kernel_t;
@@ -131,9 +138,48 @@ typedef enum { PW_KERNELS(KENUM) K_COUNT } pw_kernel_t;
 #define EF_ADDCMUL(a, b, c) fmaf(p0 * (b), (c), (a)) /* PyTorch: fmadd(value * t1, t2, self) */
 #define EF_ADDCDIV(a, b, c) ((a) + p0 * (b) / (c))
 #define EF_ARANGE(a, b, c) (p0 + p1 * (float)(idx + i))
+/* The activations as PyTorch's CPU kernels (Activation.cpp) write them,
+ * operation for operation; bf16 / fp16 run them in float and round once. */
+#define EF_ELU(a, b, c) ((a) <= 0 ? (pw_expf((a) * p2) - 1.0f) * (p0 * p1) : (a) * p1)
+#define EF_SOFTPLUS(a, b, c) ((a) * p0 > p1 ? (a) : log1pf(pw_expf((a) * p0)) / p0)
+#define EF_HARDSWISH(a, b, c) ((a) * pw_minf(pw_maxf((a) + 3.0f, 0.0f), 6.0f) / 6.0f)
+#define EF_HARDSIGMOID(a, b, c) (pw_minf(pw_maxf((a) + 3.0f, 0.0f), 6.0f) / 6.0f)
+#define EF_MISH(a, b, c) ((a) * pw_tanhf(log1pf(pw_expf(a))))
+#define EF_LOG_SIGMOID(a, b, c) (pw_minf(a, 0.0f) - log1pf(pw_expf(-fabsf(a))))
+#define EF_ELU_BACKWARD(a, b, c) \
+  ((b) <= 0 ? (a) * p2 * (p0 * p1) * pw_expf((b) * p2) : (a) * p1)
+#define EF_ELU_BACKWARD_RESULT(a, b, c) ((b) <= 0 ? (a) * p2 * ((b) + p0 * p1) : (a) * p1)
+#define EF_SOFTPLUS_BACKWARD(a, b, c) pw_softplus_bwd(a, b, p0, p1)
+#define EF_HARDSWISH_BACKWARD(a, b, c) \
+  ((b) <= -3.0f ? 0.0f : (b) < 3.0f ? (a) * ((b) / 3.0f + 0.5f) : (a))
+#define EF_HARDSIGMOID_BACKWARD(a, b, c) ((b) > -3.0f && (b) < 3.0f ? (a) * (1.0f / 6.0f) : 0.0f)
+#define EF_MISH_BACKWARD(a, b, c) pw_mish_bwd(a, b)
+#define EF_LOG_SIGMOID_BACKWARD(a, b, c) pw_log_sigmoid_bwd(a, b, p0)
 
 static inline float pw_maxf(float a, float b) { return a < b ? b : a; }
 static inline float pw_minf(float a, float b) { return b < a ? b : a; }
+
+static inline float pw_softplus_bwd(float dy, float x, float beta, float threshold) {
+  float z = pw_expf(x * beta);
+  return x * beta > threshold ? dy : dy * z / (z + 1.0f);
+}
+
+static inline float pw_mish_bwd(float dy, float x) {
+  float sig = 1.0f / (1.0f + pw_expf(-x));
+  float ts = pw_tanhf(log1pf(pw_expf(x)));
+  return dy * (ts + x * sig * (1.0f - ts * ts));
+}
+
+/* PyTorch's CPU keeps e^-|x| from the forward in a buffer of x's dtype;
+ * this recomputes it (as its CUDA kernel does), rounded as that buffer is
+ * when round16 is 1 (bf16) or 2 (fp16). */
+static inline float pw_log_sigmoid_bwd(float dy, float x, float round16) {
+  float z = pw_expf(-fabsf(x));
+  if (round16 == 1.0f) z = hpu_round_bf16(z);
+  else if (round16 == 2.0f) z = hpu_round_half(z);
+  float max_deriv = x < 0 ? 1.0f : 0.0f, sign = x < 0 ? 1.0f : -1.0f;
+  return (max_deriv - sign * (z / (1.0f + z))) * dy;
+}
 
 static inline float pw_remainderf(float a, float b) {
   float m = fmodf(a, b);
@@ -250,6 +296,28 @@ static inline float pw_silu_bwd(float dy, float x) {
 #define ED_ADDCMUL(a, b, c) fma(p0 * (b), (c), (a))
 #define ED_ADDCDIV(a, b, c) ((a) + p0 * (b) / (c))
 #define ED_ARANGE(a, b, c) (p0 + p1 * (double)(idx + i))
+#define ED_ELU(a, b, c) ((a) <= 0 ? (exp((a) * p2) - 1.0) * (p0 * p1) : (a) * p1)
+#define ED_SOFTPLUS(a, b, c) ((a) * p0 > p1 ? (a) : log1p(exp((a) * p0)) / p0)
+#define ED_HARDSWISH(a, b, c) ((a) * pw_min(pw_max((a) + 3.0, 0.0), 6.0) / 6.0)
+#define ED_HARDSIGMOID(a, b, c) (pw_min(pw_max((a) + 3.0, 0.0), 6.0) / 6.0)
+#define ED_MISH(a, b, c) ((a) * tanh(log1p(exp(a))))
+#define ED_LOG_SIGMOID(a, b, c) (pw_min(a, 0.0) - log1p(exp(-fabs(a))))
+#define ED_ELU_BACKWARD(a, b, c) ((b) <= 0 ? (a) * p2 * (p0 * p1) * exp((b) * p2) : (a) * p1)
+#define ED_ELU_BACKWARD_RESULT(a, b, c) ((b) <= 0 ? (a) * p2 * ((b) + p0 * p1) : (a) * p1)
+#define ED_SOFTPLUS_BACKWARD(a, b, c)                                 \
+  ((b) * p0 > p1 ? (a) : (a) * exp((b) * p0) / (exp((b) * p0) + 1.0))
+#define ED_HARDSWISH_BACKWARD(a, b, c) \
+  ((b) <= -3.0 ? 0.0 : (b) < 3.0 ? (a) * ((b) / 3.0 + 0.5) : (a))
+/* PyTorch's one sixth is the float constant 1.0f / 6.0f in every dtype */
+#define ED_HARDSIGMOID_BACKWARD(a, b, c) ((b) > -3.0 && (b) < 3.0 ? (a) * (double)(1.0f / 6.0f) : 0.0)
+#define ED_MISH_BACKWARD(a, b, c)                                                         \
+  ((a) * (tanh(log1p(exp(b))) +                                                         \
+          (b) * (1.0 / (1.0 + exp(-(b)))) * (1.0 - tanh(log1p(exp(b))) * tanh(log1p(exp(b))))))
+#define ED_LOG_SIGMOID_BACKWARD(a, b, c)                                                  \
+  (((b) < 0 ? 1.0 : 0.0) - ((b) < 0 ? 1.0 : -1.0) * (exp(-fabs(b)) / (1.0 + exp(-fabs(b))))) * (a)
+
+static inline double pw_max(double a, double b) { return a < b ? b : a; }
+static inline double pw_min(double a, double b) { return b < a ? b : a; }
 
 static inline double pw_remainder(double a, double b) {
   double m = fmod(a, b);
@@ -380,7 +448,7 @@ struct pw_ctx {
   X(POW_SQ) X(POW_CUBE) X(POW_SQRT) X(POW_RSQRT) X(POW_RECIP) X(POW_INVSQ) X(GELU_BACKWARD)  \
   X(GELU_TANH_BACKWARD) X(TANH_BACKWARD) X(SIGMOID_BACKWARD) X(SILU_BACKWARD)                \
   X(THRESHOLD_BACKWARD) X(LEAKY_RELU_BACKWARD) X(HARDTANH_BACKWARD) X(CLAMP) X(CLAMP_MIN)    \
-  X(CLAMP_MAX) X(WHERE) X(LERP) X(ADDCMUL) X(ADDCDIV) X(ARANGE)
+  X(CLAMP_MAX) X(WHERE) X(LERP) X(ADDCMUL) X(ADDCDIV) X(ARANGE) PW_ACTIVATIONS(X)
 #define PW_I_KERNELS(X)                                                                      \
   X(NEG) X(ABS) X(FLOOR) X(CEIL) X(ROUND) X(TRUNC) X(SIGN) X(LOGICAL_NOT) X(BITWISE_NOT)     \
   X(ISNAN) X(NAN_TO_NUM) X(THRESHOLD) X(MAXIMUM) X(MINIMUM) X(REMAINDER) X(FMOD) X(EQ) X(NE) \
@@ -657,8 +725,8 @@ static int fam_of(hpu_dtype_t cdt) {
 
 /* Math arity of an elementwise op; -1 for the special ones. */
 static int arity_of(hpu_op_t op) {
-  if (op >= HPU_OP_NEG && op <= HPU_OP_HARDTANH) return 1;
-  if (op >= HPU_OP_MAXIMUM && op <= HPU_OP_HARDTANH_BACKWARD) return 2;
+  if (op >= HPU_OP_NEG && op <= HPU_OP_LOG_SIGMOID) return 1;
+  if (op >= HPU_OP_MAXIMUM && op <= HPU_OP_LOG_SIGMOID_BACKWARD) return 2;
   if (op >= HPU_OP_CLAMP && op <= HPU_OP_ADDCDIV) return 3;
   if (op == HPU_OP_ARANGE) return 0;
   return -1;
@@ -680,11 +748,15 @@ static pw_kernel_t kernel_of(const hpu_node_t *node, int fam) {
     MAP(BITWISE_XOR) MAP(ATAN2) MAP(TANH_BACKWARD) MAP(SIGMOID_BACKWARD) MAP(SILU_BACKWARD)
     MAP(THRESHOLD_BACKWARD) MAP(LEAKY_RELU_BACKWARD) MAP(HARDTANH_BACKWARD) MAP(WHERE)
     MAP(LERP) MAP(ADDCMUL) MAP(ADDCDIV) MAP(ARANGE)
+    MAP(ELU) MAP(SOFTPLUS) MAP(HARDSWISH) MAP(HARDSIGMOID) MAP(MISH) MAP(LOG_SIGMOID)
+    MAP(SOFTPLUS_BACKWARD) MAP(HARDSWISH_BACKWARD) MAP(HARDSIGMOID_BACKWARD) MAP(MISH_BACKWARD)
+    MAP(LOG_SIGMOID_BACKWARD)
 #undef MAP
     case HPU_OP_BITWISE_NOT:
       return node->compute_dtype == HPU_BOOL ? K_LOGICAL_NOT : K_BITWISE_NOT;
     case HPU_OP_GELU: return p->i[0] ? K_GELU_TANH : K_GELU;
     case HPU_OP_GELU_BACKWARD: return p->i[0] ? K_GELU_TANH_BACKWARD : K_GELU_BACKWARD;
+    case HPU_OP_ELU_BACKWARD: return p->i[0] ? K_ELU_BACKWARD_RESULT : K_ELU_BACKWARD;
     case HPU_OP_CLAMP:
       switch (p->i[0] & 3) {
         case 1: return K_CLAMP_MIN;

@@ -333,6 +333,82 @@ def test_gradients(fn, fallback_counts):
     assert fallback_counts() == {}
 
 
+F = torch.nn.functional
+# Activations with their own hpu kernels (forward and backward), as their
+# CPU kernels write them: bf16 / fp16 compute in float and round once, so
+# they are the CPU's to one step of the dtype (bit for bit on these inputs
+# when the commit landed).
+ACTIVATIONS = {
+    "elu": lambda x: F.elu(x), "elu_alpha": lambda x: F.elu(x, alpha=0.7), "selu": F.selu,
+    "celu": lambda x: F.celu(x, alpha=1.3), "softplus": F.softplus,
+    "softplus_beta": lambda x: F.softplus(x, beta=2.0, threshold=5.0), "hardswish": F.hardswish,
+    "hardsigmoid": F.hardsigmoid, "mish": F.mish, "logsigmoid": F.logsigmoid,
+}
+
+
+def _activation_input(dtype):
+    # both sides of every branch point (0, +-3, the softplus threshold),
+    # large values, infinities and NaN
+    special = torch.tensor([0.0, -0.0, 3.0, -3.0, 2.5, -2.5, 10.0, 20.0, 21.0, -20.0, 1e-8, 90.0, -90.0,
+                            float("inf"), float("-inf"), float("nan")], dtype=torch.float64)
+    return torch.cat([make((997,), torch.float64, low=-8, high=8, seed=3), special]).to(dtype)
+
+
+def _steps_apart(a, b):
+    bits, tiny = {torch.bfloat16: (7, 2.0 ** -133), torch.float16: (10, 2.0 ** -24)}[a.dtype]
+    a, b = a.double(), b.double()
+    both_nan = a.isnan() & b.isnan()
+    mag = torch.maximum(a.abs(), b.abs()).clamp_min(tiny)
+    step = torch.exp2(torch.floor(torch.log2(mag)) - bits).clamp_min(tiny)
+    same_inf = (a == b) | both_nan
+    return torch.where(same_inf, 0.0, (a - b).abs() / step).max().item()
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("name", list(ACTIVATIONS))
+def test_activation_forward_and_backward(name, dtype, fallback_counts):
+    f = ACTIVATIONS[name]
+    x = _activation_input(dtype)
+    g = make(x.shape, dtype, seed=4)
+    xc, xh = x.clone().requires_grad_(), x.to("hpu").requires_grad_()
+    yc, yh = f(xc), f(xh)
+    yc.backward(g)
+    yh.backward(g.to("hpu"))
+    for got, exp in ((yh, yc), (xh.grad, xc.grad)):
+        if dtype in (torch.bfloat16, torch.float16):
+            assert got.dtype == exp.dtype and torch.equal(got.isnan().cpu(), exp.isnan())
+            assert _steps_apart(got.detach().cpu(), exp.detach()) <= 1
+        else:
+            assert_close_to_cpu(got, exp, equal_nan=True, **tol(dtype, False))
+    assert fallback_counts() == {}
+
+
+def test_activation_variants_and_errors(fallback_counts):
+    x = make((6, 7), torch.float32, seed=8)
+    h = x.to("hpu")
+    for fn in (F.elu, F.hardswish, F.hardsigmoid, F.mish, F.selu, F.celu):
+        # in place, and on a non-contiguous view
+        assert_close_to_cpu(fn(h.clone(), inplace=True), fn(x.clone(), inplace=True), rtol=1e-5, atol=1e-6)
+        assert_close_to_cpu(fn(h.t()), fn(x.t()), rtol=1e-5, atol=1e-6)
+    out = torch.empty(0, device="hpu")
+    torch.ops.aten.softplus.out(h, 2.0, 5.0, out=out)
+    assert_close_to_cpu(out, F.softplus(x, 2.0, 5.0), rtol=1e-5, atol=1e-6)
+    out, buf = torch.ops.aten.log_sigmoid_forward(h)
+    assert_close_to_cpu(out, F.logsigmoid(x), rtol=1e-5, atol=1e-6)
+    # elu's backward from the result (an in-place forward inside autograd)
+    xc, xh = x.clone().requires_grad_(), h.clone().requires_grad_()
+    F.elu(xc * 1, alpha=0.5, inplace=True).sum().backward()
+    F.elu(xh * 1, alpha=0.5, inplace=True).sum().backward()
+    assert_close_to_cpu(xh.grad, xc.grad, rtol=1e-5, atol=1e-6)
+    assert fallback_counts() == {}
+    with pytest.raises(RuntimeError, match="negative slope"):
+        torch.ops.aten.elu_backward(h, -1.0, 1.0, 1.0, True, h)
+    for fn, cpu_name in ((F.elu, "elu_cpu"), (F.softplus, "softplus_cpu"), (F.hardswish, "hardswish_cpu"),
+                         (F.mish, "mish_cpu"), (F.logsigmoid, "log_sigmoid_cpu")):
+        with pytest.raises(NotImplementedError, match=cpu_name):
+            fn(torch.arange(3, device="hpu"))
+
+
 def _model(seed=0):
     torch.manual_seed(seed)
     return torch.nn.Sequential(torch.nn.Linear(12, 32), torch.nn.GELU(), torch.nn.Linear(32, 32),
