@@ -42,7 +42,7 @@
 #define PW_ACTIVATIONS(X)                                                                    \
   X(ELU) X(SOFTPLUS) X(HARDSWISH) X(HARDSIGMOID) X(MISH) X(LOG_SIGMOID) X(ELU_BACKWARD)      \
   X(ELU_BACKWARD_RESULT) X(SOFTPLUS_BACKWARD) X(HARDSWISH_BACKWARD) X(HARDSIGMOID_BACKWARD)  \
-  X(MISH_BACKWARD) X(LOG_SIGMOID_BACKWARD)
+  X(MISH_BACKWARD) X(LOG_SIGMOID_BACKWARD) X(SIGMOID_BACKWARD_F16)
 
 #define PW_KERNELS(X)                                                                        \
   X(NEG) X(ABS) X(EXP) X(EXP2) X(LOG) X(LOG2) X(LOG10) X(LOG1P) X(EXPM1) X(SQRT) X(RSQRT)    \
@@ -124,6 +124,9 @@ typedef enum { PW_KERNELS(KENUM) K_COUNT } pw_kernel_t;
 #define EF_GELU_TANH_BACKWARD(a, b, c) pw_gelu_tanh_bwd(a, b)
 #define EF_TANH_BACKWARD(a, b, c) ((a) * fmaf(-(b), (b), 1.0f)) /* as PyTorch's fnmadd */
 #define EF_SIGMOID_BACKWARD(a, b, c) ((a) * (1.0f - (b)) * (b))
+/* PyTorch's CPU computes the fp16 (not the bf16) one in fp16, rounding each step */
+#define EF_SIGMOID_BACKWARD_F16(a, b, c) \
+  hpu_round_half(hpu_round_half((a) * hpu_round_half(1.0f - (b))) * (b))
 #define EF_SILU_BACKWARD(a, b, c) pw_silu_bwd(a, b)
 #define EF_THRESHOLD_BACKWARD(a, b, c) ((b) <= p0 ? 0.0f : (a))
 #define EF_LEAKY_RELU_BACKWARD(a, b, c) ((b) > 0 ? (a) : (a) * p0)
@@ -140,18 +143,20 @@ typedef enum { PW_KERNELS(KENUM) K_COUNT } pw_kernel_t;
 #define EF_ARANGE(a, b, c) (p0 + p1 * (float)(idx + i))
 /* The activations as PyTorch's CPU kernels (Activation.cpp) write them,
  * operation for operation; bf16 / fp16 run them in float and round once. */
-#define EF_ELU(a, b, c) ((a) <= 0 ? (pw_expf((a) * p2) - 1.0f) * (p0 * p1) : (a) * p1)
+#define EF_ELU(a, b, c) ((a) <= 0 ? expm1f((a) * p2) * (p0 * p1) : (a) * p1)
 #define EF_SOFTPLUS(a, b, c) ((a) * p0 > p1 ? (a) : log1pf(pw_expf((a) * p0)) / p0)
 #define EF_HARDSWISH(a, b, c) ((a) * pw_minf(pw_maxf((a) + 3.0f, 0.0f), 6.0f) / 6.0f)
 #define EF_HARDSIGMOID(a, b, c) (pw_minf(pw_maxf((a) + 3.0f, 0.0f), 6.0f) / 6.0f)
 #define EF_MISH(a, b, c) ((a) * pw_tanhf(log1pf(pw_expf(a))))
 #define EF_LOG_SIGMOID(a, b, c) (pw_minf(a, 0.0f) - log1pf(pw_expf(-fabsf(a))))
+/* The backwards branch as PyTorch's vectorised loops do (its scalar tail
+ * loop sends NaN and elu's 0 the other way) */
 #define EF_ELU_BACKWARD(a, b, c) \
-  ((b) <= 0 ? (a) * p2 * (p0 * p1) * pw_expf((b) * p2) : (a) * p1)
-#define EF_ELU_BACKWARD_RESULT(a, b, c) ((b) <= 0 ? (a) * p2 * ((b) + p0 * p1) : (a) * p1)
+  ((b) > 0 ? (a) * p1 : (a) * p2 * (p0 * p1) * pw_expf((b) * p2))
+#define EF_ELU_BACKWARD_RESULT(a, b, c) ((b) > 0 ? (a) * p1 : (a) * p2 * ((b) + p0 * p1))
 #define EF_SOFTPLUS_BACKWARD(a, b, c) pw_softplus_bwd(a, b, p0, p1)
 #define EF_HARDSWISH_BACKWARD(a, b, c) \
-  ((b) <= -3.0f ? 0.0f : (b) < 3.0f ? (a) * ((b) / 3.0f + 0.5f) : (a))
+  ((b) <= -3.0f ? 0.0f : (b) >= 3.0f ? (a) : (a) * ((b) / 3.0f + 0.5f))
 #define EF_HARDSIGMOID_BACKWARD(a, b, c) ((b) > -3.0f && (b) < 3.0f ? (a) * (1.0f / 6.0f) : 0.0f)
 #define EF_MISH_BACKWARD(a, b, c) pw_mish_bwd(a, b)
 #define EF_LOG_SIGMOID_BACKWARD(a, b, c) pw_log_sigmoid_bwd(a, b, p0)
@@ -279,6 +284,7 @@ static inline float pw_silu_bwd(float dy, float x) {
 #define ED_GELU_TANH_BACKWARD(a, b, c) pw_gelu_tanh_bwd_d(a, b)
 #define ED_TANH_BACKWARD(a, b, c) ((a) * fma(-(b), (b), 1.0))
 #define ED_SIGMOID_BACKWARD(a, b, c) ((a) * (1.0 - (b)) * (b))
+#define ED_SIGMOID_BACKWARD_F16 ED_SIGMOID_BACKWARD /* unused: no fp16 compute in double */
 #define ED_SILU_BACKWARD(a, b, c) \
   ((a) * (1.0 / (1.0 + exp(-(b)))) * (1.0 + (b) * (1.0 - 1.0 / (1.0 + exp(-(b))))))
 #define ED_THRESHOLD_BACKWARD(a, b, c) ((b) <= p0 ? 0.0 : (a))
@@ -296,18 +302,18 @@ static inline float pw_silu_bwd(float dy, float x) {
 #define ED_ADDCMUL(a, b, c) fma(p0 * (b), (c), (a))
 #define ED_ADDCDIV(a, b, c) ((a) + p0 * (b) / (c))
 #define ED_ARANGE(a, b, c) (p0 + p1 * (double)(idx + i))
-#define ED_ELU(a, b, c) ((a) <= 0 ? (exp((a) * p2) - 1.0) * (p0 * p1) : (a) * p1)
+#define ED_ELU(a, b, c) ((a) <= 0 ? expm1((a) * p2) * (p0 * p1) : (a) * p1)
 #define ED_SOFTPLUS(a, b, c) ((a) * p0 > p1 ? (a) : log1p(exp((a) * p0)) / p0)
 #define ED_HARDSWISH(a, b, c) ((a) * pw_min(pw_max((a) + 3.0, 0.0), 6.0) / 6.0)
 #define ED_HARDSIGMOID(a, b, c) (pw_min(pw_max((a) + 3.0, 0.0), 6.0) / 6.0)
 #define ED_MISH(a, b, c) ((a) * tanh(log1p(exp(a))))
 #define ED_LOG_SIGMOID(a, b, c) (pw_min(a, 0.0) - log1p(exp(-fabs(a))))
-#define ED_ELU_BACKWARD(a, b, c) ((b) <= 0 ? (a) * p2 * (p0 * p1) * exp((b) * p2) : (a) * p1)
-#define ED_ELU_BACKWARD_RESULT(a, b, c) ((b) <= 0 ? (a) * p2 * ((b) + p0 * p1) : (a) * p1)
+#define ED_ELU_BACKWARD(a, b, c) ((b) > 0 ? (a) * p1 : (a) * p2 * (p0 * p1) * exp((b) * p2))
+#define ED_ELU_BACKWARD_RESULT(a, b, c) ((b) > 0 ? (a) * p1 : (a) * p2 * ((b) + p0 * p1))
 #define ED_SOFTPLUS_BACKWARD(a, b, c)                                 \
   ((b) * p0 > p1 ? (a) : (a) * exp((b) * p0) / (exp((b) * p0) + 1.0))
 #define ED_HARDSWISH_BACKWARD(a, b, c) \
-  ((b) <= -3.0 ? 0.0 : (b) < 3.0 ? (a) * ((b) / 3.0 + 0.5) : (a))
+  ((b) <= -3.0 ? 0.0 : (b) >= 3.0 ? (a) : (a) * ((b) / 3.0 + 0.5))
 /* PyTorch's one sixth is the float constant 1.0f / 6.0f in every dtype */
 #define ED_HARDSIGMOID_BACKWARD(a, b, c) ((b) > -3.0 && (b) < 3.0 ? (a) * (double)(1.0f / 6.0f) : 0.0)
 #define ED_MISH_BACKWARD(a, b, c)                                                         \
@@ -745,7 +751,7 @@ static pw_kernel_t kernel_of(const hpu_node_t *node, int fam) {
     MAP(ISNAN) MAP(NAN_TO_NUM) MAP(LEAKY_RELU) MAP(THRESHOLD) MAP(HARDTANH) MAP(MAXIMUM)
     MAP(MINIMUM) MAP(REMAINDER) MAP(FMOD) MAP(EQ) MAP(NE) MAP(LT) MAP(LE) MAP(GT) MAP(GE)
     MAP(LOGICAL_AND) MAP(LOGICAL_OR) MAP(LOGICAL_XOR) MAP(BITWISE_AND) MAP(BITWISE_OR)
-    MAP(BITWISE_XOR) MAP(ATAN2) MAP(TANH_BACKWARD) MAP(SIGMOID_BACKWARD) MAP(SILU_BACKWARD)
+    MAP(BITWISE_XOR) MAP(ATAN2) MAP(TANH_BACKWARD) MAP(SILU_BACKWARD)
     MAP(THRESHOLD_BACKWARD) MAP(LEAKY_RELU_BACKWARD) MAP(HARDTANH_BACKWARD) MAP(WHERE)
     MAP(LERP) MAP(ADDCMUL) MAP(ADDCDIV) MAP(ARANGE)
     MAP(ELU) MAP(SOFTPLUS) MAP(HARDSWISH) MAP(HARDSIGMOID) MAP(MISH) MAP(LOG_SIGMOID)
@@ -757,6 +763,8 @@ static pw_kernel_t kernel_of(const hpu_node_t *node, int fam) {
     case HPU_OP_GELU: return p->i[0] ? K_GELU_TANH : K_GELU;
     case HPU_OP_GELU_BACKWARD: return p->i[0] ? K_GELU_TANH_BACKWARD : K_GELU_BACKWARD;
     case HPU_OP_ELU_BACKWARD: return p->i[0] ? K_ELU_BACKWARD_RESULT : K_ELU_BACKWARD;
+    case HPU_OP_SIGMOID_BACKWARD:
+      return node->compute_dtype == HPU_FLOAT16 ? K_SIGMOID_BACKWARD_F16 : K_SIGMOID_BACKWARD;
     case HPU_OP_CLAMP:
       switch (p->i[0] & 3) {
         case 1: return K_CLAMP_MIN;
@@ -767,10 +775,13 @@ static pw_kernel_t kernel_of(const hpu_node_t *node, int fam) {
       /* PyTorch's special exponents of a scalar exponent (float types). */
       if (fam != FAM_I && (p->scalar_operands & 2)) {
         double e = hpu_scalar_as_double(p->operand[1]);
+        /* fp16 keeps pow for +-0.5 on PyTorch's CPU: pow(-inf, 0.5) is inf
+         * and pow(-0, -0.5) is +inf there, not sqrt's NaN and -inf */
+        int f16 = node->compute_dtype == HPU_FLOAT16;
         if (is_scalar_exact_pow(e, 2)) return K_POW_SQ;
         if (is_scalar_exact_pow(e, 3)) return K_POW_CUBE;
-        if (is_scalar_exact_pow(e, 0.5)) return K_POW_SQRT;
-        if (is_scalar_exact_pow(e, -0.5)) return K_POW_RSQRT;
+        if (is_scalar_exact_pow(e, 0.5) && !f16) return K_POW_SQRT;
+        if (is_scalar_exact_pow(e, -0.5) && !f16) return K_POW_RSQRT;
         if (is_scalar_exact_pow(e, -1)) return K_POW_RECIP;
         if (is_scalar_exact_pow(e, -2)) return K_POW_INVSQ;
       }

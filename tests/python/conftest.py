@@ -29,3 +29,17 @@ def assert_close_to_cpu(hpu_result, cpu_result, **kw):
     assert hpu_result.device.type == "hpu", hpu_result.device
     assert hpu_result.dtype == cpu_result.dtype
     torch.testing.assert_close(hpu_result.cpu(), cpu_result, **kw)
+
+
+def steps_apart(a, b):
+    """The largest difference of a and b (bf16 / fp16 tensors) in steps of
+    their dtype at that magnitude: 0 equal, 1 neighbours. Equal infinities
+    and NaN against NaN count as equal."""
+    bits, tiny = {torch.bfloat16: (7, 2.0 ** -133), torch.float16: (10, 2.0 ** -24)}[a.dtype]
+    if a.numel() == 0:
+        return 0.0
+    a, b = a.double(), b.double()
+    same = (a == b) | (a.isnan() & b.isnan())
+    mag = torch.maximum(a.abs(), b.abs()).clamp_min(tiny)
+    step = torch.exp2(torch.floor(torch.log2(mag)) - bits).clamp_min(tiny)
+    return torch.where(same, 0.0, (a - b).abs() / step).max().item()

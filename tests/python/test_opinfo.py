@@ -16,7 +16,7 @@ import torch
 from torch.testing._internal.common_methods_invocations import op_db
 
 SAMPLES = 12       # per op and dtype
-GRAD_SAMPLES = 6   # per op, float32
+GRAD_SAMPLES = {torch.float32: 6, torch.bfloat16: 3}  # per op and dtype
 DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.float64, torch.int64, torch.int32, torch.uint8, torch.bool]
 # (rtol, atol): float32 results may differ in the last bits (other
 # polynomials, other summation orders); reduced floats by an ulp or so
@@ -178,13 +178,27 @@ GRAD_OPS = [op for op in OPS
             if op.supports_autograd and name_of(op) not in TIE_ORDER | {"msort"} | GRAD_NOT_COMPARABLE]
 
 
+# Gradient tolerances: float32 as the forward's, loosened for the longer
+# chains of a backward; bf16 by a step or two of its 8 bits.
+GRAD_TOL = {torch.float32: (1e-3, 1e-4), torch.bfloat16: (3e-2, 3e-2)}
+# normalize with p < 1: the norm's backward takes |x| ** -0.5 of a strided
+# bf16 tensor, and PyTorch's CPU scalar loop for strided or tail elements
+# rounds sqrt(|x|) to bf16 before the reciprocal (its vector loop, and hpu,
+# do not: 4.75 against 4.71875 at |x| = 0.0447). The gradient is a
+# cancellation to 0 of terms near 10, where that step shows as 0.0625.
+GRAD_ATOL = {("nn.functional.normalize", torch.bfloat16): 7e-2}
+
+
+@pytest.mark.parametrize("dtype", list(GRAD_SAMPLES), ids=str)
 @pytest.mark.parametrize("op", GRAD_OPS, ids=name_of)
-def test_op_gradients_match_cpu(op):
+def test_op_gradients_match_cpu(op, dtype):
     name = name_of(op)
     compared = 0
+    rtol, atol = GRAD_TOL[dtype]
+    atol = GRAD_ATOL.get((name, dtype), atol)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for i, s in enumerate(samples(op, torch.float32, GRAD_SAMPLES, requires_grad=True)):
+        for i, s in enumerate(samples(op, dtype, GRAD_SAMPLES[dtype], requires_grad=True)):
             if random_sample(name, s):
                 continue
             where = f"{name} gradient, sample {i}"
@@ -225,7 +239,7 @@ def test_op_gradients_match_cpu(op):
                     assert c is None or not c.any(), f"{where}: no hpu gradient for input {k}"
                     continue
                 assert h.device.type == "hpu", f"{where}: gradient {k} on {h.device}"
-                torch.testing.assert_close(h.cpu(), c, rtol=1e-3, atol=1e-4, equal_nan=True, check_stride=False,
+                torch.testing.assert_close(h.cpu(), c, rtol=rtol, atol=atol, equal_nan=True, check_stride=False,
                                            msg=lambda m, k=k: f"{where}, input {k}: {m}")
             compared += 1
     if compared == 0:

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 import habana_torch
-from conftest import assert_close_to_cpu
+from conftest import assert_close_to_cpu, steps_apart
 
 FLOATS = [torch.float32, torch.bfloat16, torch.float16, torch.float64]
 INTS = [torch.int64, torch.int32, torch.uint8, torch.bool]
@@ -386,16 +386,6 @@ def test_layer_norm_backward_output_mask():
 
 # ---- group norm ------------------------------------------------------------------------------
 
-def _steps_apart(a, b):
-    """The largest difference of a and b (bf16 / fp16) in steps of their
-    dtype at that magnitude (0: equal, 1: neighbours)."""
-    bits, tiny = {torch.bfloat16: (7, 2.0 ** -133), torch.float16: (10, 2.0 ** -24)}[a.dtype]
-    a, b = a.double(), b.double()
-    mag = torch.maximum(a.abs(), b.abs()).clamp_min(tiny)
-    step = torch.exp2(torch.floor(torch.log2(mag)) - bits).clamp_min(tiny)
-    return ((a - b).abs() / step).max().item() if a.numel() else 0.0
-
-
 GN_CASES = [((4, 6, 5), 3), ((2, 8, 4, 4), 4), ((3, 4, 2, 3, 2), 2), ((2, 6, 1), 3), ((1, 4, 70, 70), 1),
             ((0, 4, 3), 2), ((2, 4), 2), ((2, 4, 0), 2)]
 
@@ -427,7 +417,7 @@ def test_group_norm_forward_and_backward(dtype, shape, groups, affine, fallback_
         assert got.shape == exp.shape
         assert_close_to_cpu(got, exp, equal_nan=True, **tol(dtype, n))
     if dtype in (torch.bfloat16, torch.float16) and x.numel():
-        assert _steps_apart(yh.detach().cpu(), yc.detach()) <= 1
+        assert steps_apart(yh.detach().cpu(), yc.detach()) <= 1
     assert fallback_counts() == {}
 
 
