@@ -6,7 +6,10 @@
 // new token's keys and values. isin and isneginf stay
 // on the card: no CPU round trip, no host read, so they record like any
 // other op in lazy mode. nonzero and masked_select read one count on the
-// host to size their output, as on CUDA (a flush in lazy mode).
+// host to size their output, as on CUDA (a flush in lazy mode). flip and
+// roll (index_select and cat along each dim) and mse_loss and its backward
+// (elementwise ops and a mean or sum) also stay on the card.
+#include <ATen/WrapDimUtils.h>
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
@@ -203,6 +206,112 @@ at::Tensor& index_copy_out(const at::Tensor& self, int64_t dim, const at::Tensor
   at::Tensor idx = index.reshape(shape).expand(src.sizes());
   target.scatter_(dim, idx, src);
   return out;
+}
+
+// flip: each listed dim of more than one element reversed by index_select
+// with n-1 .. 0; a fresh tensor even when nothing moves, as the CPU's.
+at::Tensor hpu_flip(const at::Tensor& self, at::IntArrayRef dims) {
+  const int64_t nd = self.dim();
+  std::vector<bool> seen(std::max<int64_t>(nd, 1), false);
+  at::Tensor r = self;
+  for (int64_t d : dims) {
+    int64_t w = at::maybe_wrap_dim(d, nd);
+    TORCH_CHECK(!seen[w], "dims has duplicates, original flip dims size=", dims.size(),
+                ", but unique flip dims size=", std::count(seen.begin(), seen.end(), true) + 1);
+    seen[w] = true;
+    int64_t n = self.dim() ? self.size(w) : 1;
+    if (n <= 1) continue;
+    r = at::index_select(r, w, at::arange(n - 1, -1, -1, self.options().dtype(at::kLong)));
+  }
+  return r.is_same(self) ? self.clone(at::MemoryFormat::Contiguous) : r;
+}
+at::Tensor& hpu_flip_out(const at::Tensor& self, at::IntArrayRef dims, at::Tensor& out) {
+  at::Tensor r = hpu_flip(self, dims);
+  at::native::resize_output(out, r.sizes());
+  return out.copy_(r);
+}
+
+// roll: along each dim, the last `shift` slices then the rest (cat of two
+// narrows, as the CPU's roll_common); no dims: over the flattened tensor.
+at::Tensor hpu_roll(const at::Tensor& self, at::IntArrayRef shifts, at::IntArrayRef dims) {
+  TORCH_CHECK(!shifts.empty(), "`shifts` required");
+  if (dims.empty()) {
+    TORCH_CHECK(shifts.size() == 1, "shifts and dimensions must align. shifts: ", shifts.size(), ", dims:", 0);
+    return hpu_roll(self.flatten(), shifts, {0}).view(self.sizes());
+  }
+  TORCH_CHECK(shifts.size() == dims.size(), "shifts and dimensions must align. shifts: ", shifts.size(),
+              ", dims:", dims.size());
+  at::Tensor r = self;
+  for (size_t i = 0; i < dims.size(); i++) {
+    int64_t d = at::maybe_wrap_dim(dims[i], self.dim());
+    int64_t n = r.size(d);
+    if (n == 0) continue;
+    int64_t s = ((shifts[i] % n) + n) % n;
+    if (s == 0) continue;
+    r = at::cat({r.narrow(d, n - s, s), r.narrow(d, 0, n - s)}, d);
+  }
+  return r.is_same(self) ? self.clone(at::MemoryFormat::Contiguous) : r;
+}
+at::Tensor& hpu_roll_out(const at::Tensor& self, at::IntArrayRef shifts, at::IntArrayRef dims, at::Tensor& out) {
+  at::Tensor r = hpu_roll(self, shifts, dims);
+  at::native::resize_output(out, r.sizes());
+  return out.copy_(r);
+}
+
+// mse_loss as the CPU's kernel: (input - target)^2 per element, each step
+// in the tensors' dtype (bf16's vector ops round after each), then the
+// mean or the sum.
+at::Tensor hpu_mse_loss(const at::Tensor& self, const at::Tensor& target, int64_t reduction) {
+  TORCH_CHECK(reduction >= 0 && reduction <= 2, "mse_loss: ", reduction, " is not a valid reduction");
+  at::Tensor d = at::sub(self, target);
+  at::Tensor loss = at::mul(d, d);
+  if (reduction == 1) return at::mean(loss);
+  if (reduction == 2) return at::sum(loss);
+  return loss;
+}
+at::Tensor& hpu_mse_loss_out(const at::Tensor& self, const at::Tensor& target, int64_t reduction,
+                             at::Tensor& out) {
+  at::Tensor r = hpu_mse_loss(self, target, reduction);
+  at::native::resize_output(out, r.sizes());
+  return out.copy_(r);
+}
+// alpha * (input - target) * grad, alpha = 2 (or 2 / numel for a mean) in
+// the dtype, each step rounded to it: the CPU kernel's bf16 / fp16 vector
+// ops (checked bit for bit).
+at::Tensor hpu_mse_loss_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
+                                 int64_t reduction) {
+  double alpha = reduction == 1 ? 2.0 / static_cast<double>(self.numel()) : 2.0;
+  auto t = at::result_type(self, target);
+  if (t == at::kBFloat16) alpha = static_cast<float>(static_cast<c10::BFloat16>(alpha));
+  if (t == at::kHalf) alpha = static_cast<float>(static_cast<c10::Half>(alpha));
+  if (t == at::kFloat) alpha = static_cast<float>(alpha);
+  return at::mul(at::mul(at::sub(self, target), alpha), grad);
+}
+
+// A zero tensor for autograd's zero gradients (sgn's, for one): real
+// zeros here, where CUDA has a storage-free ZeroTensor.
+at::Tensor hpu_efficientzerotensor(at::IntArrayRef size, std::optional<at::ScalarType> dtype,
+                                   std::optional<at::Layout> layout, std::optional<at::Device> device,
+                                   std::optional<bool> pin_memory) {
+  return at::zeros(size, at::TensorOptions().dtype(dtype).layout(layout).device(device).pinned_memory(pin_memory));
+}
+at::Tensor& hpu_mse_loss_backward_out(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
+                                      int64_t reduction, at::Tensor& out) {
+  at::Tensor r = hpu_mse_loss_backward(grad, self, target, reduction);
+  at::native::resize_output(out, r.sizes());
+  return out.copy_(r);
+}
+
+TORCH_LIBRARY_IMPL(aten, HPU, m) {
+  m.impl("flip", TORCH_FN(hpu_flip));
+  m.impl("flip.out", TORCH_FN(hpu_flip_out));
+  m.impl("roll", TORCH_FN(hpu_roll));
+  m.impl("roll.out", TORCH_FN(hpu_roll_out));
+  m.impl("mse_loss", TORCH_FN(hpu_mse_loss));
+  m.impl("mse_loss.out", TORCH_FN(hpu_mse_loss_out));
+  m.impl("mse_loss_backward", TORCH_FN(hpu_mse_loss_backward));
+  m.impl("mse_loss_backward.grad_input", TORCH_FN(hpu_mse_loss_backward_out));
+  m.impl("_efficientzerotensor", TORCH_FN(hpu_efficientzerotensor));
 }
 
 TORCH_LIBRARY_IMPL(aten, HPU, m) {

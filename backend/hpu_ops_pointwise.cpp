@@ -680,6 +680,22 @@ at::Tensor& b_op_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) 
   return pw_into(hpu_op_name(OP), OP, out, false, {a, b}, t, t);
 }
 
+// xlogy: a float op (integers promote to the default float); the CPU
+// rounds log(y) to a bf16 / fp16 dtype before the product.
+Params xlogy_params(at::ScalarType t) { return one_param(t == at::kBFloat16 ? 1 : t == at::kHalf ? 2 : 0); }
+at::Tensor xlogy(const at::Tensor& a, const at::Tensor& b) {
+  auto t = float_type(result_of({a, b}));
+  return pw("xlogy", HPU_OP_XLOGY, {a, b}, t, t, xlogy_params(t));
+}
+at::Tensor& xlogy_(at::Tensor& a, const at::Tensor& b) {
+  auto t = float_type(result_of({a, b}));
+  return pw_into("xlogy_", HPU_OP_XLOGY, a, true, {a, b}, t, t, xlogy_params(t));
+}
+at::Tensor& xlogy_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
+  auto t = float_type(result_of({a, b}));
+  return pw_into("xlogy", HPU_OP_XLOGY, out, false, {a, b}, t, t, xlogy_params(t));
+}
+
 // Comparisons: bool results (in place: into self's dtype).
 template <hpu_op_t OP>
 at::Tensor cmp(const at::Tensor& a, const at::Tensor& b) {
@@ -1109,12 +1125,21 @@ TORCH_LIBRARY_IMPL(aten, HPU, m) {
   UNARY_FLOAT(tanh, HPU_OP_TANH)
   UNARY_FLOAT(sigmoid, HPU_OP_SIGMOID)
   UNARY_FLOAT(erf, HPU_OP_ERF)
+  UNARY_FLOAT(asin, HPU_OP_ASIN)
+  UNARY_FLOAT(acos, HPU_OP_ACOS)
+  UNARY_FLOAT(atan, HPU_OP_ATAN)
+  UNARY_FLOAT(sinh, HPU_OP_SINH)
+  UNARY_FLOAT(cosh, HPU_OP_COSH)
+  UNARY_FLOAT(asinh, HPU_OP_ASINH)
+  UNARY_FLOAT(acosh, HPU_OP_ACOSH)
+  UNARY_FLOAT(atanh, HPU_OP_ATANH)
   UNARY_SAME(neg, HPU_OP_NEG)
   UNARY_SAME(floor, HPU_OP_FLOOR)
   UNARY_SAME(ceil, HPU_OP_CEIL)
   UNARY_SAME(round, HPU_OP_ROUND)
   UNARY_SAME(trunc, HPU_OP_TRUNC)
   UNARY_SAME(sign, HPU_OP_SIGN)
+  UNARY_SAME(sgn, HPU_OP_SIGN)  // sign of a real tensor (complex is not an hpu dtype)
   UNARY_SAME(bitwise_not, HPU_OP_BITWISE_NOT)
   m.impl("abs.out", TORCH_FN(abs_out));
   m.impl("logical_not.out", TORCH_FN(logical_not_out));
@@ -1224,6 +1249,9 @@ TORCH_LIBRARY_IMPL(aten, HPU, m) {
   m.impl("atan2", TORCH_FN(b_op<HPU_OP_ATAN2>));
   m.impl("atan2_", TORCH_FN(b_op_<HPU_OP_ATAN2>));
   m.impl("atan2.out", TORCH_FN(b_op_out<HPU_OP_ATAN2>));
+  m.impl("xlogy.Tensor", TORCH_FN(xlogy));
+  m.impl("xlogy_.Tensor", TORCH_FN(xlogy_));
+  m.impl("xlogy.OutTensor", TORCH_FN(xlogy_out));
   BINARY(remainder, ".Tensor", HPU_OP_REMAINDER)
   m.impl("remainder.Tensor_out", TORCH_FN(b_op_out<HPU_OP_REMAINDER>));
   BINARY(fmod, ".Tensor", HPU_OP_FMOD)

@@ -39,6 +39,9 @@
 
 /* The activations after hardtanh and their backwards (ELU's backward has
  * two kernels: from self, or from the forward's result). */
+/* Inverse and hyperbolic trigonometry, and xlogy. */
+#define PW_TRIG(X) X(ASIN) X(ACOS) X(ATAN) X(SINH) X(COSH) X(ASINH) X(ACOSH) X(ATANH) X(XLOGY)
+
 #define PW_ACTIVATIONS(X)                                                                    \
   X(ELU) X(SOFTPLUS) X(HARDSWISH) X(HARDSIGMOID) X(MISH) X(LOG_SIGMOID) X(ELU_BACKWARD)      \
   X(ELU_BACKWARD_RESULT) X(SOFTPLUS_BACKWARD) X(HARDSWISH_BACKWARD) X(HARDSIGMOID_BACKWARD)  \
@@ -54,7 +57,7 @@
   X(POW_SQRT) X(POW_RSQRT) X(POW_RECIP) X(POW_INVSQ) X(GELU_BACKWARD) X(GELU_TANH_BACKWARD)  \
   X(TANH_BACKWARD) X(SIGMOID_BACKWARD) X(SILU_BACKWARD) X(THRESHOLD_BACKWARD)                \
   X(LEAKY_RELU_BACKWARD) X(HARDTANH_BACKWARD) X(CLAMP) X(CLAMP_MIN) X(CLAMP_MAX) X(WHERE)    \
-  X(LERP) X(ADDCMUL) X(ADDCDIV) X(ARANGE) PW_ACTIVATIONS(X)
+  X(LERP) X(ADDCMUL) X(ADDCDIV) X(ARANGE) PW_ACTIVATIONS(X) PW_TRIG(X)
 
 #define KENUM(N) K_##N,
 typedef enum { PW_KERNELS(KENUM) K_COUNT } pw_kernel_t;
@@ -113,6 +116,16 @@ typedef enum { PW_KERNELS(KENUM) K_COUNT } pw_kernel_t;
 #define EF_LOGICAL_OR(a, b, c) ((a) != 0 || (b) != 0 ? 1.0f : 0.0f)
 #define EF_LOGICAL_XOR(a, b, c) (((a) != 0) != ((b) != 0) ? 1.0f : 0.0f)
 #define EF_ATAN2(a, b, c) atan2f(a, b)
+#define EF_ASIN(a, b, c) asinf(a)
+#define EF_ACOS(a, b, c) acosf(a)
+#define EF_ATAN(a, b, c) atanf(a)
+#define EF_SINH(a, b, c) sinhf(a)
+#define EF_COSH(a, b, c) coshf(a)
+#define EF_ASINH(a, b, c) asinhf(a)
+#define EF_ACOSH(a, b, c) acoshf(a)
+#define EF_ATANH(a, b, c) atanhf(a)
+/* PyTorch's CPU: std::log of a bf16 / fp16 y is rounded to it (p0 1 / 2) */
+#define EF_XLOGY(a, b, c) ((b) != (b) ? NAN : (a) == 0 ? 0.0f : (a) * pw_log_rounded(b, p0))
 #define EF_POW(a, b, c) powf(a, b)
 #define EF_POW_SQ(a, b, c) ((a) * (a))
 #define EF_POW_CUBE(a, b, c) ((a) * (a) * (a))
@@ -163,6 +176,11 @@ typedef enum { PW_KERNELS(KENUM) K_COUNT } pw_kernel_t;
 
 static inline float pw_maxf(float a, float b) { return a < b ? b : a; }
 static inline float pw_minf(float a, float b) { return b < a ? b : a; }
+
+static inline float pw_log_rounded(float y, float round16) {
+  float l = logf(y);
+  return round16 == 1.0f ? hpu_round_bf16(l) : round16 == 2.0f ? hpu_round_half(l) : l;
+}
 
 static inline float pw_softplus_bwd(float dy, float x, float beta, float threshold) {
   float z = pw_expf(x * beta);
@@ -271,6 +289,15 @@ static inline float pw_silu_bwd(float dy, float x) {
 #define ED_LOGICAL_OR(a, b, c) ((a) != 0 || (b) != 0 ? 1.0 : 0.0)
 #define ED_LOGICAL_XOR(a, b, c) (((a) != 0) != ((b) != 0) ? 1.0 : 0.0)
 #define ED_ATAN2(a, b, c) atan2(a, b)
+#define ED_ASIN(a, b, c) asin(a)
+#define ED_ACOS(a, b, c) acos(a)
+#define ED_ATAN(a, b, c) atan(a)
+#define ED_SINH(a, b, c) sinh(a)
+#define ED_COSH(a, b, c) cosh(a)
+#define ED_ASINH(a, b, c) asinh(a)
+#define ED_ACOSH(a, b, c) acosh(a)
+#define ED_ATANH(a, b, c) atanh(a)
+#define ED_XLOGY(a, b, c) ((b) != (b) ? NAN : (a) == 0 ? 0.0 : (a) * log(b))
 #define ED_POW(a, b, c) pow(a, b)
 #define ED_POW_SQ(a, b, c) ((a) * (a))
 #define ED_POW_CUBE(a, b, c) ((a) * (a) * (a))
@@ -454,7 +481,7 @@ struct pw_ctx {
   X(POW_SQ) X(POW_CUBE) X(POW_SQRT) X(POW_RSQRT) X(POW_RECIP) X(POW_INVSQ) X(GELU_BACKWARD)  \
   X(GELU_TANH_BACKWARD) X(TANH_BACKWARD) X(SIGMOID_BACKWARD) X(SILU_BACKWARD)                \
   X(THRESHOLD_BACKWARD) X(LEAKY_RELU_BACKWARD) X(HARDTANH_BACKWARD) X(CLAMP) X(CLAMP_MIN)    \
-  X(CLAMP_MAX) X(WHERE) X(LERP) X(ADDCMUL) X(ADDCDIV) X(ARANGE) PW_ACTIVATIONS(X)
+  X(CLAMP_MAX) X(WHERE) X(LERP) X(ADDCMUL) X(ADDCDIV) X(ARANGE) PW_ACTIVATIONS(X) PW_TRIG(X)
 #define PW_I_KERNELS(X)                                                                      \
   X(NEG) X(ABS) X(FLOOR) X(CEIL) X(ROUND) X(TRUNC) X(SIGN) X(LOGICAL_NOT) X(BITWISE_NOT)     \
   X(ISNAN) X(NAN_TO_NUM) X(THRESHOLD) X(MAXIMUM) X(MINIMUM) X(REMAINDER) X(FMOD) X(EQ) X(NE) \
@@ -757,6 +784,7 @@ static pw_kernel_t kernel_of(const hpu_node_t *node, int fam) {
     MAP(ELU) MAP(SOFTPLUS) MAP(HARDSWISH) MAP(HARDSIGMOID) MAP(MISH) MAP(LOG_SIGMOID)
     MAP(SOFTPLUS_BACKWARD) MAP(HARDSWISH_BACKWARD) MAP(HARDSIGMOID_BACKWARD) MAP(MISH_BACKWARD)
     MAP(LOG_SIGMOID_BACKWARD)
+    MAP(ASIN) MAP(ACOS) MAP(ATAN) MAP(SINH) MAP(COSH) MAP(ASINH) MAP(ACOSH) MAP(ATANH) MAP(XLOGY)
 #undef MAP
     case HPU_OP_BITWISE_NOT:
       return node->compute_dtype == HPU_BOOL ? K_LOGICAL_NOT : K_BITWISE_NOT;

@@ -485,6 +485,56 @@ def test_group_norm_bad_input():
 
 # ---- losses ------------------------------------------------------------------------------------
 
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_mse_and_l1_loss(dtype, reduction, fallback_counts):
+    # mse_loss and its backward round each step to bf16 / fp16 as the CPU's
+    # kernel does: bit for bit there; float32 / float64 by summation order
+    x, t = make((23, 17), dtype), make((23, 17), dtype, seed=1)
+    for loss in (F.mse_loss, F.l1_loss):
+        xc, xh = x.clone().requires_grad_(), x.to("hpu").requires_grad_()
+        lc, lh = loss(xc, t, reduction=reduction), loss(xh, t.to("hpu"), reduction=reduction)
+        g = make(lc.shape, dtype, seed=2)
+        lc.backward(g)
+        lh.backward(g.to("hpu"))
+        exact = dtype in (torch.bfloat16, torch.float16)
+        if exact and loss is F.mse_loss:
+            assert_close_to_cpu(lh, lc.detach(), rtol=0, atol=0)
+            assert_close_to_cpu(xh.grad, xc.grad, rtol=0, atol=0)
+        else:
+            assert_close_to_cpu(lh, lc.detach(), **tol(dtype, x.numel()))
+            assert_close_to_cpu(xh.grad, xc.grad, **tol(dtype))
+    # broadcasting target, and out=
+    out = torch.empty(0, dtype=dtype, device="hpu")
+    torch.ops.aten.mse_loss.out(x.to("hpu"), t[:1].to("hpu"), 0, out=out)
+    assert_close_to_cpu(out, torch.ops.aten.mse_loss(x, t[:1], 0), **tol(dtype))
+    assert fallback_counts() == {}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool])
+def test_flip_and_roll(dtype, fallback_counts):
+    x = make((4, 5, 6), dtype)
+    h = x.to("hpu")
+    for dims in [(0,), (-1,), (0, 2), (0, 1, 2), ()]:
+        assert_close_to_cpu(h.flip(dims), x.flip(dims), rtol=0, atol=0)
+    assert_close_to_cpu(h.t().flip(0) if x.dim() == 2 else h.transpose(0, 2).flip(1), x.transpose(0, 2).flip(1),
+                        rtol=0, atol=0)
+    for shifts, dims in [(2, 0), (-7, 1), ((1, -2), (0, 2)), (13, None), ((0,), (1,))]:
+        kw = {} if dims is None else {"dims": dims}
+        assert_close_to_cpu(h.roll(shifts, **kw), x.roll(shifts, **kw), rtol=0, atol=0)
+    # flip returns a new tensor even when nothing moves
+    one = h[:1]
+    assert one.flip(0).data_ptr() != one.data_ptr()
+    assert_close_to_cpu(torch.empty(0, 3, dtype=dtype, device="hpu").roll(1, 0), torch.empty(0, 3, dtype=dtype).roll(1, 0))
+    assert fallback_counts() == {}
+    with pytest.raises(RuntimeError, match="dims has duplicates"):
+        h.flip((0, 0))
+    with pytest.raises(RuntimeError, match="shifts and dimensions must align"):
+        h.roll((1, 2), (0,))
+    with pytest.raises(IndexError):
+        h.flip(5)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
 @pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
 @pytest.mark.parametrize("weighted", [False, True])

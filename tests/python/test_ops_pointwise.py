@@ -390,7 +390,14 @@ ALL16_FORWARD = {
     "hardsigmoid": F.hardsigmoid, "leaky_relu": F.leaky_relu, "hardtanh": F.hardtanh, "log2": torch.log2,
     "exp2": torch.exp2, "tan": torch.tan, "log10": torch.log10,
 }
-ALL16_FORWARD_BF16_ONLY = {"sin": torch.sin, "mish": F.mish, "logsigmoid": F.logsigmoid}
+ALL16_FORWARD.update({"acos": torch.acos, "atan": torch.atan, "asinh": torch.asinh, "acosh": torch.acosh,
+                      "atanh": torch.atanh, "sgn": torch.sgn})
+# bf16 sinh / cosh of +-89 overflow to inf on the CPU (its float sinh goes
+# through e^89), hpu gives the finite bf16 result; fp16 asin differs in two.
+ALL16_FORWARD_ONLY = {
+    torch.bfloat16: {"sin": torch.sin, "mish": F.mish, "logsigmoid": F.logsigmoid, "asin": torch.asin},
+    torch.float16: {"sinh": torch.sinh, "cosh": torch.cosh},
+}
 ALL16_BACKWARD = {"elu": F.elu, "selu": F.selu, "softplus": F.softplus, "hardswish": F.hardswish,
                   "hardsigmoid": F.hardsigmoid, "logsigmoid": F.logsigmoid, "tanh": torch.tanh,
                   "sigmoid": torch.sigmoid, "leaky_relu": F.leaky_relu}
@@ -402,7 +409,7 @@ def test_every_16_bit_value_matches_cpu(dtype, fallback_counts):
     x = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16).view(dtype)
     xh = x.to("hpu")
     g = torch.randn(x.shape, generator=torch.Generator().manual_seed(0)).to(dtype)
-    forward = dict(ALL16_FORWARD, **(ALL16_FORWARD_BF16_ONLY if dtype == torch.bfloat16 else {}))
+    forward = dict(ALL16_FORWARD, **ALL16_FORWARD_ONLY[dtype])
     backward = dict(ALL16_BACKWARD, **(ALL16_BACKWARD_BF16_ONLY if dtype == torch.bfloat16 else {}))
     differ = {}
     for name, f in forward.items():
@@ -418,7 +425,54 @@ def test_every_16_bit_value_matches_cpu(dtype, fallback_counts):
         bad = ~((exp == got) | (exp.isnan() & got.isnan()))
         if bad.any():
             differ[name + " backward"] = int(bad.sum())
+    y = torch.randn(x.shape, generator=torch.Generator().manual_seed(1)).to(dtype)
+    y[::7] = 0
+    exp, got = torch.xlogy(y, x), torch.xlogy(y.to("hpu"), xh).cpu()
+    if not ((exp == got) | (exp.isnan() & got.isnan())).all():
+        differ["xlogy"] = int((~((exp == got) | (exp.isnan() & got.isnan()))).sum())
     assert differ == {}, f"values that differ from the CPU's: {differ}"
+    assert fallback_counts() == {}
+
+
+# name -> (fn, low, high): the inverse and hyperbolic functions on their domains
+TRIG = {"asin": (torch.asin, -0.99, 0.99), "acos": (torch.acos, -0.99, 0.99), "atan": (torch.atan, -6, 6),
+        "sinh": (torch.sinh, -6, 6), "cosh": (torch.cosh, -6, 6), "asinh": (torch.asinh, -6, 6),
+        "acosh": (torch.acosh, 1.01, 8), "atanh": (torch.atanh, -0.99, 0.99), "sgn": (torch.sgn, -3, 3)}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("name", list(TRIG))
+def test_trig_and_sgn_with_gradients(name, dtype, fallback_counts):
+    f, lo, hi = TRIG[name]
+    x = make((41, 13), dtype, low=lo, high=hi, seed=11)
+    g = make((41, 13), dtype, seed=12)
+    xc, xh = x.clone().requires_grad_(), x.to("hpu").requires_grad_()
+    yc, yh = f(xc), f(xh)
+    yc.backward(g)
+    yh.backward(g.to("hpu"))
+    assert_close_to_cpu(yh, yc.detach(), **tol(dtype, False))
+    assert_close_to_cpu(xh.grad, xc.grad, **tol(dtype, False))
+    # integers promote to the default float, as on the CPU
+    if name != "sgn":
+        assert_close_to_cpu(f(torch.arange(1, 4, device="hpu")), f(torch.arange(1, 4)), equal_nan=True,
+                            **tol(torch.float32, False))
+    assert fallback_counts() == {}  # sgn's zero gradient is made on the card too
+
+
+def test_xlogy_kl_div(fallback_counts):
+    x, y = make((9, 8), torch.float32, low=0, high=3, seed=1), make((9, 8), torch.float32, low=0, high=3, seed=2)
+    x[0, :3] = 0
+    y[1, :2] = 0
+    y[2, 0] = float("nan")
+    h = lambda t: t.to("hpu")
+    assert_close_to_cpu(torch.xlogy(h(x), h(y)), torch.xlogy(x, y), equal_nan=True, rtol=1e-6, atol=1e-6)
+    assert_close_to_cpu(torch.xlogy(h(x), 2.5), torch.xlogy(x, 2.5), rtol=1e-6, atol=1e-6)
+    out = torch.empty(0, device="hpu")
+    torch.xlogy(h(x), h(y), out=out)
+    assert_close_to_cpu(out, torch.xlogy(x, y), equal_nan=True, rtol=1e-6, atol=1e-6)
+    p, q = torch.log_softmax(x, 1), torch.softmax(y.nan_to_num(), 1)
+    assert_close_to_cpu(F.kl_div(h(p), h(q), reduction="batchmean"), F.kl_div(p, q, reduction="batchmean"),
+                        rtol=1e-5, atol=1e-6)
     assert fallback_counts() == {}
 
 
