@@ -8,7 +8,9 @@
  * bias = -scale * mean + b[c] per channel ((x - mean) * rstd without weight
  * and bias), one rounding to the output dtype; the backward's
  * dx = c1 * dy + c2 * x + c3 per channel from the per-channel sums of
- * dy * x and dy. Reduced dtypes pass through float chunks on the stack. */
+ * dy * x and dy. A bf16 / fp16 group is converted to float once into a
+ * buffer the task keeps (chunk by chunk on the stack when it is larger than
+ * GN_ROW_MAX or memory runs out). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -23,8 +25,8 @@
 #define GN_CHUNK 2048
 /* A bf16 / fp16 group of up to this many elements is converted to float
  * once, into a buffer the task keeps, rather than chunk by chunk in each of
- * the three passes: a [2, 320, 64, 64] bf16 group norm took 1.7x torch's
- * time chunk by chunk. */
+ * the three passes: a [2, 320, 64, 64] bf16 group norm took 1.6x torch's
+ * time chunk by chunk, 1.05x whole. */
 #define GN_ROW_MAX (1 << 20)
 
 typedef struct {

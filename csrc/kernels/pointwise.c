@@ -37,11 +37,12 @@
 
 /* Kernels (one op may have several: variants picked by params). ---------- */
 
-/* The activations after hardtanh and their backwards (ELU's backward has
- * two kernels: from self, or from the forward's result). */
 /* Inverse and hyperbolic trigonometry, and xlogy. */
 #define PW_TRIG(X) X(ASIN) X(ACOS) X(ATAN) X(SINH) X(COSH) X(ASINH) X(ACOSH) X(ATANH) X(XLOGY)
 
+/* The activations after hardtanh and their backwards (ELU's backward has
+ * two kernels: from self, or from the forward's result), and the fp16
+ * sigmoid backward, which rounds each step. */
 #define PW_ACTIVATIONS(X)                                                                    \
   X(ELU) X(SOFTPLUS) X(HARDSWISH) X(HARDSIGMOID) X(MISH) X(LOG_SIGMOID) X(ELU_BACKWARD)      \
   X(ELU_BACKWARD_RESULT) X(SOFTPLUS_BACKWARD) X(HARDSWISH_BACKWARD) X(HARDSIGMOID_BACKWARD)  \
