@@ -196,17 +196,22 @@ static void free_params(gn_t *c) {
 /* Rows of len elements per task: about 32K elements, at least one row. */
 static int64_t row_grain(int64_t len) { return len > 0 && len < 32768 ? 32768 / len : 1; }
 
-hpu_status_t hpu_nn_group_norm(const hpu_node_t *node) {
+/* The context of a node over x [N, C, HxW] in G groups. */
+static gn_t gn_context(const hpu_node_t *node, const hpu_tensor_t *x, int64_t G) {
   gn_t c = {0};
-  const hpu_tensor_t *x = &node->inputs[0];
-  int64_t flags = node->params.nn.i[0];
   c.node = node;
   c.R = hpu_nn_rows();
   c.N = x->sizes[0];
   c.C = x->sizes[1];
   c.HW = x->sizes[2];
-  c.G = node->params.nn.i[1];
-  c.D = c.C / c.G;
+  c.G = G;
+  c.D = c.C / G;
+  return c;
+}
+
+hpu_status_t hpu_nn_group_norm(const hpu_node_t *node) {
+  gn_t c = gn_context(node, &node->inputs[0], node->params.nn.i[1]);
+  int64_t flags = node->params.nn.i[0];
   c.eps = hpu_scalar_as_double(node->params.nn.s[0]);
   c.affine = (flags & 3) != 0;
   if (c.N == 0) return HPU_SUCCESS;
@@ -309,16 +314,9 @@ static void gnb_rows(void *ctx, int64_t begin, int64_t end) {
 }
 
 hpu_status_t hpu_nn_group_norm_backward(const hpu_node_t *node) {
-  gn_t c = {0};
-  const hpu_tensor_t *x = &node->inputs[1], *st = &node->inputs[2];
+  gn_t c = gn_context(node, &node->inputs[1], node->params.nn.i[2]);
+  const hpu_tensor_t *st = &node->inputs[2];
   int64_t mask = node->params.nn.i[0];
-  c.node = node;
-  c.R = hpu_nn_rows();
-  c.N = x->sizes[0];
-  c.C = x->sizes[1];
-  c.HW = x->sizes[2];
-  c.G = node->params.nn.i[2];
-  c.D = c.C / c.G;
   const hpu_tensor_t *w = node->params.nn.i[1] ? &node->inputs[3] : NULL;
   hpu_status_t status = load_params(&c, w, NULL);
   size_t nc = (size_t)(c.N * c.C > 0 ? c.N * c.C : 1);
