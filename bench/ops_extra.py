@@ -1,16 +1,19 @@
 """Ops outside the issue's speed table that hpu runs natively since session
 18 (before, most ran as counted CPU fallbacks or, for group_norm, as
 PyTorch's decomposition): group_norm forward and backward, the activations
-with their own kernels, flip / roll and mse_loss. Eager mode, op + synchronize,
-torch CPU in the same process, rounds interleaved; prints the median
-ratio torch-time / hpu-time (above 1: hpu faster). No targets: this tells
-where these ops stand.
+with their own kernels, flip / roll and mse_loss. Eager mode, op +
+synchronize, torch CPU in the same process, timed by bench/ops.py's
+time_pair (interleaved, each timed call after a 30 ms lead-in of the same
+side, so torch's spinning OpenMP workers do not hold the cores during an
+hpu call); prints torch-time / hpu-time by best and by median (above 1:
+hpu faster). No targets: this tells where these ops stand.
 
-    python bench/ops_extra.py [--rounds 5] [--threads 2]
+    python bench/ops_extra.py [--reps 10] [--budget 1.0] [--threads 2]
 """
 import argparse
+import pathlib
 import statistics
-import time
+import sys
 
 import torch
 import torch.nn.functional as F
@@ -18,18 +21,8 @@ import torch.nn.functional as F
 import habana_torch  # noqa: F401
 import habana_torch.core as htcore
 
-
-def timed(fn, sync, reps):
-    for _ in range(3):
-        fn()
-    sync()
-    ts = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        fn()
-        sync()
-        ts.append(time.perf_counter() - t)
-    return statistics.median(ts)
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from ops import time_pair  # noqa: E402
 
 
 def cases():
@@ -62,25 +55,24 @@ def cases():
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--reps", type=int, default=15)
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--budget", type=float, default=1.0, help="seconds per op")
+    ap.add_argument("--settle", type=float, default=0.03)
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     htcore._set_lazy_mode(False)
-    sync = torch.hpu.synchronize
-    print(f"{'op':42s} {'torch ms':>9s} {'hpu ms':>9s} {'ratio':>6s}  [min-max]")
+    print(f"{'op':42s} {'torch ms':>9s} {'hpu ms':>9s} {'best':>6s} {'median':>7s}")
     for name, (fn, cpu_args) in cases().items():
         hpu_args = [a.to("hpu") for a in cpu_args]
-        ratios, tc, th = [], [], []
-        for _ in range(args.rounds):
-            c = timed(lambda: fn(*cpu_args), lambda: None, args.reps)
-            h = timed(lambda: fn(*hpu_args), sync, args.reps)
-            tc.append(c)
-            th.append(h)
-            ratios.append(c / h)
-        print(f"{name:42s} {statistics.median(tc) * 1e3:9.3f} {statistics.median(th) * 1e3:9.3f} "
-              f"{statistics.median(ratios):6.2f}  [{min(ratios):.2f}-{max(ratios):.2f}]", flush=True)
+
+        def hpu_fn():
+            fn(*hpu_args)
+            torch.hpu.synchronize()
+
+        tc, th = time_pair(lambda: fn(*cpu_args), hpu_fn, args.reps, args.budget, args.settle)
+        print(f"{name:42s} {min(tc) * 1e3:9.3f} {min(th) * 1e3:9.3f} {min(tc) / min(th):6.2f} "
+              f"{statistics.median(tc) / statistics.median(th):7.2f}", flush=True)
 
 
 if __name__ == "__main__":
