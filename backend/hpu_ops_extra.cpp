@@ -7,8 +7,7 @@
 // on the card: no CPU round trip, no host read, so they record like any
 // other op in lazy mode. nonzero and masked_select read one count on the
 // host to size their output, as on CUDA (a flush in lazy mode). flip and
-// roll (index_select and cat along each dim) and mse_loss and its backward
-// (elementwise ops and a mean or sum) also stay on the card.
+// roll (index_select and cat along each dim) also stay on the card.
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
@@ -258,36 +257,6 @@ at::Tensor& hpu_roll_out(const at::Tensor& self, at::IntArrayRef shifts, at::Int
   return out.copy_(r);
 }
 
-// mse_loss as the CPU's kernel: (input - target)^2 per element, each step
-// in the tensors' dtype (bf16's vector ops round after each), then the
-// mean or the sum.
-at::Tensor hpu_mse_loss(const at::Tensor& self, const at::Tensor& target, int64_t reduction) {
-  TORCH_CHECK(reduction >= 0 && reduction <= 2, "mse_loss: ", reduction, " is not a valid reduction");
-  at::Tensor d = at::sub(self, target);
-  at::Tensor loss = at::mul(d, d);
-  if (reduction == 1) return at::mean(loss);
-  if (reduction == 2) return at::sum(loss);
-  return loss;
-}
-at::Tensor& hpu_mse_loss_out(const at::Tensor& self, const at::Tensor& target, int64_t reduction,
-                             at::Tensor& out) {
-  at::Tensor r = hpu_mse_loss(self, target, reduction);
-  at::native::resize_output(out, r.sizes());
-  return out.copy_(r);
-}
-// alpha * (input - target) * grad, alpha = 2 (or 2 / numel for a mean) in
-// the dtype, each step rounded to it: the CPU kernel's bf16 / fp16 vector
-// ops (checked bit for bit).
-at::Tensor hpu_mse_loss_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
-                                 int64_t reduction) {
-  double alpha = reduction == 1 ? 2.0 / static_cast<double>(self.numel()) : 2.0;
-  auto t = at::result_type(self, target);
-  if (t == at::kBFloat16) alpha = static_cast<float>(static_cast<c10::BFloat16>(alpha));
-  if (t == at::kHalf) alpha = static_cast<float>(static_cast<c10::Half>(alpha));
-  if (t == at::kFloat) alpha = static_cast<float>(alpha);
-  return at::mul(at::mul(at::sub(self, target), alpha), grad);
-}
-
 // A zero tensor for autograd's zero gradients (sgn's, for one): real
 // zeros here, where CUDA has a storage-free ZeroTensor.
 at::Tensor hpu_efficientzerotensor(at::IntArrayRef size, std::optional<at::ScalarType> dtype,
@@ -295,22 +264,12 @@ at::Tensor hpu_efficientzerotensor(at::IntArrayRef size, std::optional<at::Scala
                                    std::optional<bool> pin_memory) {
   return at::zeros(size, at::TensorOptions().dtype(dtype).layout(layout).device(device).pinned_memory(pin_memory));
 }
-at::Tensor& hpu_mse_loss_backward_out(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
-                                      int64_t reduction, at::Tensor& out) {
-  at::Tensor r = hpu_mse_loss_backward(grad, self, target, reduction);
-  at::native::resize_output(out, r.sizes());
-  return out.copy_(r);
-}
 
 TORCH_LIBRARY_IMPL(aten, HPU, m) {
   m.impl("flip", TORCH_FN(hpu_flip));
   m.impl("flip.out", TORCH_FN(hpu_flip_out));
   m.impl("roll", TORCH_FN(hpu_roll));
   m.impl("roll.out", TORCH_FN(hpu_roll_out));
-  m.impl("mse_loss", TORCH_FN(hpu_mse_loss));
-  m.impl("mse_loss.out", TORCH_FN(hpu_mse_loss_out));
-  m.impl("mse_loss_backward", TORCH_FN(hpu_mse_loss_backward));
-  m.impl("mse_loss_backward.grad_input", TORCH_FN(hpu_mse_loss_backward_out));
   m.impl("_efficientzerotensor", TORCH_FN(hpu_efficientzerotensor));
 }
 

@@ -464,19 +464,15 @@ std::tuple<at::Tensor&, at::Tensor&> log_sigmoid_forward_out(const at::Tensor& s
   buffer.resize_({0});
   return {output, buffer};
 }
-// The kernel rounds its e^-|x| as the CPU's buffer (self's dtype) is.
-Params log_sigmoid_buffer_rounding(const at::Tensor& self) {
-  auto t = self.scalar_type();
-  return one_param(t == at::kBFloat16 ? 1 : t == at::kHalf ? 2 : 0);
-}
+// The kernel rounds its e^-|x| to the compute dtype, as the CPU's buffer is.
 at::Tensor log_sigmoid_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& buffer) {
   (void)buffer;
-  return act_bwd(HPU_OP_LOG_SIGMOID_BACKWARD, grad, self, log_sigmoid_buffer_rounding(self));
+  return act_bwd(HPU_OP_LOG_SIGMOID_BACKWARD, grad, self);
 }
 at::Tensor& log_sigmoid_backward_out(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& buffer,
                                      at::Tensor& out) {
   (void)buffer;
-  return act_bwd_out(HPU_OP_LOG_SIGMOID_BACKWARD, grad, self, out, log_sigmoid_buffer_rounding(self));
+  return act_bwd_out(HPU_OP_LOG_SIGMOID_BACKWARD, grad, self, out);
 }
 
 void check_hardtanh(const at::Tensor& self, const c10::Scalar& lo, const c10::Scalar& hi) {
@@ -680,20 +676,58 @@ at::Tensor& b_op_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) 
   return pw_into(hpu_op_name(OP), OP, out, false, {a, b}, t, t);
 }
 
-// xlogy: a float op (integers promote to the default float); the CPU
-// rounds log(y) to a bf16 / fp16 dtype before the product.
-Params xlogy_params(at::ScalarType t) { return one_param(t == at::kBFloat16 ? 1 : t == at::kHalf ? 2 : 0); }
+// xlogy: a float op (integers promote to the default float); the kernel
+// rounds log(y) to a bf16 / fp16 dtype before the product, as the CPU.
 at::Tensor xlogy(const at::Tensor& a, const at::Tensor& b) {
   auto t = float_type(result_of({a, b}));
-  return pw("xlogy", HPU_OP_XLOGY, {a, b}, t, t, xlogy_params(t));
+  return pw("xlogy", HPU_OP_XLOGY, {a, b}, t, t);
 }
 at::Tensor& xlogy_(at::Tensor& a, const at::Tensor& b) {
   auto t = float_type(result_of({a, b}));
-  return pw_into("xlogy_", HPU_OP_XLOGY, a, true, {a, b}, t, t, xlogy_params(t));
+  return pw_into("xlogy_", HPU_OP_XLOGY, a, true, {a, b}, t, t);
 }
 at::Tensor& xlogy_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
   auto t = float_type(result_of({a, b}));
-  return pw_into("xlogy", HPU_OP_XLOGY, out, false, {a, b}, t, t, xlogy_params(t));
+  return pw_into("xlogy", HPU_OP_XLOGY, out, false, {a, b}, t, t);
+}
+
+// ---- mse_loss and its backward --------------------------------------------------------
+
+// mse_loss as the CPU's kernel: (input - target)^2 per element in one
+// kernel (a bf16 / fp16 difference rounded to the dtype before it is
+// squared, as the CPU's vector ops do), then the mean or the sum.
+at::Tensor hpu_mse_loss(const at::Tensor& self, const at::Tensor& target, int64_t reduction) {
+  TORCH_CHECK(reduction >= 0 && reduction <= 2, "mse_loss: ", reduction, " is not a valid reduction");
+  auto t = result_of({self, target});
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(t), "\"mse_cpu\" not implemented for '", t, "'");
+  at::Tensor loss = pw("mse_loss", HPU_OP_SQUARED_DIFF, {self, target}, t, t);
+  if (reduction == 1) return at::mean(loss);
+  if (reduction == 2) return at::sum(loss);
+  return loss;
+}
+at::Tensor& hpu_mse_loss_out(const at::Tensor& self, const at::Tensor& target, int64_t reduction,
+                             at::Tensor& out) {
+  at::Tensor r = hpu_mse_loss(self, target, reduction);
+  at::native::resize_output(out, r.sizes());
+  return out.copy_(r);
+}
+// alpha * (input - target) * grad, alpha = 2 (or 2 / numel for a mean) in
+// the dtype, each step rounded to it: the CPU kernel's bf16 / fp16 vector
+// ops (checked bit for bit).
+at::Tensor hpu_mse_loss_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
+                                 int64_t reduction) {
+  double alpha = reduction == 1 ? 2.0 / static_cast<double>(self.numel()) : 2.0;
+  auto t = at::result_type(self, target);
+  if (t == at::kBFloat16) alpha = static_cast<float>(static_cast<c10::BFloat16>(alpha));
+  if (t == at::kHalf) alpha = static_cast<float>(static_cast<c10::Half>(alpha));
+  if (t == at::kFloat) alpha = static_cast<float>(alpha);
+  return at::mul(at::mul(at::sub(self, target), alpha), grad);
+}
+at::Tensor& hpu_mse_loss_backward_out(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
+                                      int64_t reduction, at::Tensor& out) {
+  at::Tensor r = hpu_mse_loss_backward(grad, self, target, reduction);
+  at::native::resize_output(out, r.sizes());
+  return out.copy_(r);
 }
 
 // Comparisons: bool results (in place: into self's dtype).
@@ -1252,6 +1286,10 @@ TORCH_LIBRARY_IMPL(aten, HPU, m) {
   m.impl("xlogy.Tensor", TORCH_FN(xlogy));
   m.impl("xlogy_.Tensor", TORCH_FN(xlogy_));
   m.impl("xlogy.OutTensor", TORCH_FN(xlogy_out));
+  m.impl("mse_loss", TORCH_FN(hpu_mse_loss));
+  m.impl("mse_loss.out", TORCH_FN(hpu_mse_loss_out));
+  m.impl("mse_loss_backward", TORCH_FN(hpu_mse_loss_backward));
+  m.impl("mse_loss_backward.grad_input", TORCH_FN(hpu_mse_loss_backward_out));
   BINARY(remainder, ".Tensor", HPU_OP_REMAINDER)
   m.impl("remainder.Tensor_out", TORCH_FN(b_op_out<HPU_OP_REMAINDER>));
   BINARY(fmod, ".Tensor", HPU_OP_FMOD)

@@ -37,16 +37,26 @@
 
 /* Kernels (one op may have several: variants picked by params). ---------- */
 
-/* Inverse and hyperbolic trigonometry, and xlogy. */
-#define PW_TRIG(X) X(ASIN) X(ACOS) X(ATAN) X(SINH) X(COSH) X(ASINH) X(ACOSH) X(ATANH) X(XLOGY)
+/* Inverse and hyperbolic trigonometry, xlogy and mse_loss's squared difference. */
+#define PW_TRIG(X)                                                                           \
+  X(ASIN) X(ACOS) X(ATAN) X(SINH) X(COSH) X(ASINH) X(ACOSH) X(ATANH) X(XLOGY) X(SQUARED_DIFF)
+
+/* Kernels that round a step to the compute dtype as PyTorch's CPU does for
+ * bf16 / fp16, one per dtype (kernel_of picks by the node's compute dtype)
+ * so that the float32 one stays free of the rounding and vectorises: the
+ * fp16 sigmoid backward (every step), log_sigmoid's backward (e^-|x|, the
+ * CPU's buffer), xlogy (log y), mse's squared difference (x - y). Their
+ * float64 forms are never picked: ED_ aliases below. */
+#define PW_ROUNDED16(X)                                                                      \
+  X(SIGMOID_BACKWARD_F16) X(LOG_SIGMOID_BACKWARD_BF16) X(LOG_SIGMOID_BACKWARD_F16)           \
+  X(XLOGY_BF16) X(XLOGY_F16) X(SQUARED_DIFF_BF16) X(SQUARED_DIFF_F16)
 
 /* The activations after hardtanh and their backwards (ELU's backward has
- * two kernels: from self, or from the forward's result), and the fp16
- * sigmoid backward, which rounds each step. */
+ * two kernels: from self, or from the forward's result). */
 #define PW_ACTIVATIONS(X)                                                                    \
   X(ELU) X(SOFTPLUS) X(HARDSWISH) X(HARDSIGMOID) X(MISH) X(LOG_SIGMOID) X(ELU_BACKWARD)      \
   X(ELU_BACKWARD_RESULT) X(SOFTPLUS_BACKWARD) X(HARDSWISH_BACKWARD) X(HARDSIGMOID_BACKWARD)  \
-  X(MISH_BACKWARD) X(LOG_SIGMOID_BACKWARD) X(SIGMOID_BACKWARD_F16)
+  X(MISH_BACKWARD) X(LOG_SIGMOID_BACKWARD) PW_ROUNDED16(X)
 
 #define PW_KERNELS(X)                                                                        \
   X(NEG) X(ABS) X(EXP) X(EXP2) X(LOG) X(LOG2) X(LOG10) X(LOG1P) X(EXPM1) X(SQRT) X(RSQRT)    \
@@ -125,8 +135,15 @@ typedef enum { PW_KERNELS(KENUM) K_COUNT } pw_kernel_t;
 #define EF_ASINH(a, b, c) asinhf(a)
 #define EF_ACOSH(a, b, c) acoshf(a)
 #define EF_ATANH(a, b, c) atanhf(a)
-/* PyTorch's CPU: std::log of a bf16 / fp16 y is rounded to it (p0 1 / 2) */
-#define EF_XLOGY(a, b, c) ((b) != (b) ? NAN : (a) == 0 ? 0.0f : (a) * pw_log_rounded(b, p0))
+/* PyTorch's CPU: std::log of a bf16 / fp16 y is rounded to it */
+#define XLOGY_(a, b, R) ((b) != (b) ? NAN : (a) == 0 ? 0.0f : (a) * R(logf(b)))
+#define EF_XLOGY(a, b, c) XLOGY_(a, b, )
+#define EF_XLOGY_BF16(a, b, c) XLOGY_(a, b, hpu_round_bf16)
+#define EF_XLOGY_F16(a, b, c) XLOGY_(a, b, hpu_round_half)
+/* PyTorch's CPU squares a bf16 / fp16 difference rounded to it */
+#define EF_SQUARED_DIFF(a, b, c) (((a) - (b)) * ((a) - (b)))
+#define EF_SQUARED_DIFF_BF16(a, b, c) pw_sq(hpu_round_bf16((a) - (b)))
+#define EF_SQUARED_DIFF_F16(a, b, c) pw_sq(hpu_round_half((a) - (b)))
 #define EF_POW(a, b, c) powf(a, b)
 #define EF_POW_SQ(a, b, c) ((a) * (a))
 #define EF_POW_CUBE(a, b, c) ((a) * (a) * (a))
@@ -173,7 +190,9 @@ typedef enum { PW_KERNELS(KENUM) K_COUNT } pw_kernel_t;
   ((b) <= -3.0f ? 0.0f : (b) >= 3.0f ? (a) : (a) * ((b) / 3.0f + 0.5f))
 #define EF_HARDSIGMOID_BACKWARD(a, b, c) ((b) > -3.0f && (b) < 3.0f ? (a) * (1.0f / 6.0f) : 0.0f)
 #define EF_MISH_BACKWARD(a, b, c) pw_mish_bwd(a, b)
-#define EF_LOG_SIGMOID_BACKWARD(a, b, c) pw_log_sigmoid_bwd(a, b, p0)
+#define EF_LOG_SIGMOID_BACKWARD(a, b, c) pw_log_sigmoid_bwd(a, b, 0)
+#define EF_LOG_SIGMOID_BACKWARD_BF16(a, b, c) pw_log_sigmoid_bwd(a, b, 1)
+#define EF_LOG_SIGMOID_BACKWARD_F16(a, b, c) pw_log_sigmoid_bwd(a, b, 2)
 
 static inline float pw_maxf(float a, float b) { return a < b ? b : a; }
 static inline float pw_minf(float a, float b) { return b < a ? b : a; }
@@ -193,10 +212,7 @@ PW_INLINE float pw_coshf(float x) {
   return 0.5f * (u + 1.0f / u);
 }
 
-static inline float pw_log_rounded(float y, float round16) {
-  float l = logf(y);
-  return round16 == 1.0f ? hpu_round_bf16(l) : round16 == 2.0f ? hpu_round_half(l) : l;
-}
+PW_INLINE float pw_sq(float d) { return d * d; }
 
 PW_INLINE float pw_softplus_bwd(float dy, float x, float beta, float threshold) {
   float z = pw_expf(x * beta);
@@ -211,11 +227,11 @@ PW_INLINE float pw_mish_bwd(float dy, float x) {
 
 /* PyTorch's CPU keeps e^-|x| from the forward in a buffer of x's dtype;
  * this recomputes it (as its CUDA kernel does), rounded as that buffer is
- * when round16 is 1 (bf16) or 2 (fp16). */
-PW_INLINE float pw_log_sigmoid_bwd(float dy, float x, float round16) {
+ * for round16 1 (bf16) or 2 (fp16): a constant, folded at each use. */
+PW_INLINE float pw_log_sigmoid_bwd(float dy, float x, int round16) {
   float z = pw_expf(-fabsf(x));
-  if (round16 == 1.0f) z = hpu_round_bf16(z);
-  else if (round16 == 2.0f) z = hpu_round_half(z);
+  if (round16 == 1) z = hpu_round_bf16(z);
+  else if (round16 == 2) z = hpu_round_half(z);
   float max_deriv = x < 0 ? 1.0f : 0.0f, sign = x < 0 ? 1.0f : -1.0f;
   return (max_deriv - sign * (z / (1.0f + z))) * dy;
 }
@@ -314,6 +330,7 @@ static inline float pw_silu_bwd(float dy, float x) {
 #define ED_ACOSH(a, b, c) acosh(a)
 #define ED_ATANH(a, b, c) atanh(a)
 #define ED_XLOGY(a, b, c) ((b) != (b) ? NAN : (a) == 0 ? 0.0 : (a) * log(b))
+#define ED_SQUARED_DIFF(a, b, c) (((a) - (b)) * ((a) - (b)))
 #define ED_POW(a, b, c) pow(a, b)
 #define ED_POW_SQ(a, b, c) ((a) * (a))
 #define ED_POW_CUBE(a, b, c) ((a) * (a) * (a))
@@ -327,7 +344,14 @@ static inline float pw_silu_bwd(float dy, float x) {
 #define ED_GELU_TANH_BACKWARD(a, b, c) pw_gelu_tanh_bwd_d(a, b)
 #define ED_TANH_BACKWARD(a, b, c) ((a) * fma(-(b), (b), 1.0))
 #define ED_SIGMOID_BACKWARD(a, b, c) ((a) * (1.0 - (b)) * (b))
-#define ED_SIGMOID_BACKWARD_F16 ED_SIGMOID_BACKWARD /* unused: no fp16 compute in double */
+/* never picked (no bf16 / fp16 compute in double) */
+#define ED_SIGMOID_BACKWARD_F16 ED_SIGMOID_BACKWARD
+#define ED_LOG_SIGMOID_BACKWARD_BF16 ED_LOG_SIGMOID_BACKWARD
+#define ED_LOG_SIGMOID_BACKWARD_F16 ED_LOG_SIGMOID_BACKWARD
+#define ED_XLOGY_BF16 ED_XLOGY
+#define ED_XLOGY_F16 ED_XLOGY
+#define ED_SQUARED_DIFF_BF16 ED_SQUARED_DIFF
+#define ED_SQUARED_DIFF_F16 ED_SQUARED_DIFF
 #define ED_SILU_BACKWARD(a, b, c) \
   ((a) * (1.0 / (1.0 + exp(-(b)))) * (1.0 + (b) * (1.0 - 1.0 / (1.0 + exp(-(b))))))
 #define ED_THRESHOLD_BACKWARD(a, b, c) ((b) <= p0 ? 0.0 : (a))
@@ -799,8 +823,7 @@ static pw_kernel_t kernel_of(const hpu_node_t *node, int fam) {
     MAP(LERP) MAP(ADDCMUL) MAP(ADDCDIV) MAP(ARANGE)
     MAP(ELU) MAP(SOFTPLUS) MAP(HARDSWISH) MAP(HARDSIGMOID) MAP(MISH) MAP(LOG_SIGMOID)
     MAP(SOFTPLUS_BACKWARD) MAP(HARDSWISH_BACKWARD) MAP(HARDSIGMOID_BACKWARD) MAP(MISH_BACKWARD)
-    MAP(LOG_SIGMOID_BACKWARD)
-    MAP(ASIN) MAP(ACOS) MAP(ATAN) MAP(SINH) MAP(COSH) MAP(ASINH) MAP(ACOSH) MAP(ATANH) MAP(XLOGY)
+    MAP(ASIN) MAP(ACOS) MAP(ATAN) MAP(SINH) MAP(COSH) MAP(ASINH) MAP(ACOSH) MAP(ATANH)
 #undef MAP
     case HPU_OP_BITWISE_NOT:
       return node->compute_dtype == HPU_BOOL ? K_LOGICAL_NOT : K_BITWISE_NOT;
@@ -809,6 +832,14 @@ static pw_kernel_t kernel_of(const hpu_node_t *node, int fam) {
     case HPU_OP_ELU_BACKWARD: return p->i[0] ? K_ELU_BACKWARD_RESULT : K_ELU_BACKWARD;
     case HPU_OP_SIGMOID_BACKWARD:
       return node->compute_dtype == HPU_FLOAT16 ? K_SIGMOID_BACKWARD_F16 : K_SIGMOID_BACKWARD;
+#define BY_DTYPE(N)                                                          \
+  case HPU_OP_##N:                                                          \
+    return node->compute_dtype == HPU_BFLOAT16 ? K_##N##_BF16                \
+           : node->compute_dtype == HPU_FLOAT16 ? K_##N##_F16 : K_##N;
+    BY_DTYPE(LOG_SIGMOID_BACKWARD)
+    BY_DTYPE(XLOGY)
+    BY_DTYPE(SQUARED_DIFF)
+#undef BY_DTYPE
     case HPU_OP_CLAMP:
       switch (p->i[0] & 3) {
         case 1: return K_CLAMP_MIN;
