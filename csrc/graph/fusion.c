@@ -12,6 +12,7 @@
 
 #include "hpu/memory.h"
 #include "hpu/parallel.h"
+#include "kernels/bytes.h"
 #include "kernels/cvt.h"
 #include "kernels/isa.h"
 #include "kernels/kernels.h"
@@ -800,8 +801,8 @@ static hpu_status_t run_group(const hpu_fused_group_t *g, const hpu_node_t *node
   hpu_parallel_for(g->numel / g->row_len, grain > 0 ? grain : 1, run_rows, &rr);
   for (int o = 0; o < HPU_MAX_OUTPUTS && stage[o]; o++) {
     if (rr.status == HPU_SUCCESS)
-      memcpy(hpu_tensor_data(&T->outputs[o]), stage[o],
-             (size_t)hpu_tensor_numel(&T->outputs[o]) * hpu_dtype_size(T->outputs[o].dtype));
+      hpu_copy_bytes(hpu_tensor_data(&T->outputs[o]), stage[o],
+                     (size_t)hpu_tensor_numel(&T->outputs[o]) * hpu_dtype_size(T->outputs[o].dtype));
     free(stage[o]);
   }
   if (rr.status != HPU_SUCCESS)

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "kernels/bytes.h"
 #include "kernels/cvt.h"
 #include "kernels/isa.h"
 #include "kernels/iter.h"
@@ -151,7 +152,7 @@ static cvt_fn pick_cvt(hpu_dtype_t s, hpu_dtype_t d) {
 /* Same-dtype copies move bytes. */
 static void move_bytes(char *d, int64_t ds, const char *s, int64_t ss, int64_t n, size_t esz) {
   if (ds == (int64_t)esz && ss == (int64_t)esz) {
-    memmove(d, s, (size_t)n * esz);
+    hpu_copy_bytes(d, s, (size_t)n * esz);
     return;
   }
   switch (esz) {

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "hpu/parallel.h"
+#include "kernels/bytes.h"
 #include "kernels/cvt.h"
 #include "kernels/iter.h"
 #include "kernels/kernels.h"
@@ -100,7 +101,8 @@ typedef struct {
   walk_t w; /* over out's dims except dim: operands out, in */
   int64_t dim, n, size, sin, sout;
   size_t es;
-  int rows; /* both contiguous with dim 0: memcpy rows */
+  int rows; /* both contiguous with dim 0: whole rows copied */
+  int run;  /* indices step by +1 or -1 throughout (and are valid); else 0 */
   int64_t row_bytes;
   const int64_t *v; /* other dims: the indices, checked (-1 where bad) */
   bad_t bad;
@@ -116,7 +118,7 @@ static void isel_rows(void *ctx, int64_t begin, int64_t end) {
     int64_t v = hpu_load_i64(hpu_nn_elem(idx, k), idx->dtype);
     int ok = v >= 0 && v < c->size;
     if (!ok) note_bad(&c->bad, v, c->size);
-    if (ok) memcpy(out + k * c->row_bytes, in + v * c->row_bytes, (size_t)c->row_bytes);
+    if (ok) hpu_copy_bytes(out + k * c->row_bytes, in + v * c->row_bytes, (size_t)c->row_bytes);
     else memset(out + k * c->row_bytes, 0, (size_t)c->row_bytes);
   }
 }
@@ -131,16 +133,36 @@ static void isel_rows(void *ctx, int64_t begin, int64_t end) {
     int64_t v = vs[k];                                                \
     *(T *)(o + k * so) = v >= 0 ? *(const T *)(i + v * si) : (T)0;    \
   }
+/* A run of indices reversed (v0, v0 - 1, ...): flip's case. */
+#define ISEL_REVERSE(T)                                                        \
+  {                                                                            \
+    const T *src = (const T *)(i + vs[0] * si);                                \
+    for (int64_t k = 0; k < n; k++) ((T *)o)[k] = src[-k];                     \
+  }
 static void isel_cols(void *ctx, int64_t begin, int64_t end) {
   isel_t *c = ctx;
   const char *in = hpu_tensor_data(&c->node->inputs[0]);
   char *out = hpu_tensor_data(&c->node->outputs[0]);
   const int64_t n = c->n, si = c->sin, so = c->sout, *vs = c->v;
+  const int dense = si == (int64_t)c->es && so == (int64_t)c->es;
   for (int64_t m = begin; m < end; m++) {
     int64_t off[2];
     walk_at(&c->w, m, 2, off);
     char *o = out + off[0];
     const char *i = in + off[1];
+    if (dense && c->run == 1) {
+      hpu_copy_bytes(o, i + vs[0] * si, (size_t)(n * si));
+      continue;
+    }
+    if (dense && c->run == -1) {
+      switch (c->es) {
+        case 1: ISEL_REVERSE(uint8_t) break;
+        case 2: ISEL_REVERSE(uint16_t) break;
+        case 4: ISEL_REVERSE(uint32_t) break;
+        default: ISEL_REVERSE(uint64_t) break;
+      }
+      continue;
+    }
     switch (c->es) {
       case 1: ISEL_GATHER(uint8_t) break;
       case 2: ISEL_GATHER(uint16_t) break;
@@ -182,6 +204,9 @@ hpu_status_t hpu_nn_index_select(const hpu_node_t *node) {
     }
   }
   c.v = v;
+  c.run = c.n > 1 && !atomic_load(&c.bad.bad) && (v[1] - v[0] == 1 || v[1] - v[0] == -1) ? (int)(v[1] - v[0]) : 0;
+  for (int64_t k = 2; k < c.n && c.run; k++)
+    if (v[k] - v[k - 1] != c.run) c.run = 0;
   int64_t grain = 32768 / (c.n ? c.n : 1);
   hpu_parallel_for(c.w.n, grain > 0 ? grain : 1, isel_cols, &c);
   free(v);

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "hpu/parallel.h"
+#include "kernels/bytes.h"
 #include "kernels/cvt.h"
 #include "kernels/vexp.h"
 #include "kernels/isa.h"
@@ -161,7 +162,7 @@ static const conv16_t *conv16(hpu_dtype_t dt) {
 
 void hpu_nn_load_row(float *dst, const char *src, int64_t n, hpu_dtype_t dt) {
   if (dt == HPU_FLOAT32) {
-    memcpy(dst, src, (size_t)n * 4);
+    hpu_copy_bytes(dst, src, (size_t)n * 4);
   } else if (dt == HPU_BFLOAT16 || dt == HPU_FLOAT16) {
     conv16(dt)->ld(dst, (const uint16_t *)src, n);
   } else {
@@ -172,7 +173,7 @@ void hpu_nn_load_row(float *dst, const char *src, int64_t n, hpu_dtype_t dt) {
 
 void hpu_nn_store_row(char *dst, const float *src, int64_t n, hpu_dtype_t dt) {
   if (dt == HPU_FLOAT32) {
-    memcpy(dst, src, (size_t)n * 4);
+    hpu_copy_bytes(dst, src, (size_t)n * 4);
   } else if (dt == HPU_BFLOAT16 || dt == HPU_FLOAT16) {
     conv16(dt)->st((uint16_t *)dst, src, n);
   } else {

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "hpu/hpu.h"
+#include "kernels/bytes.h"
 #include "kernels/kernels.h"
 
 /* Helpers ------------------------------------------------------------------ */
@@ -201,6 +202,35 @@ static void test_copy_all_pairs(void) {
       }
   }
   hpu_kernels_set_isa(HPU_ISA_AVX512);
+}
+
+/* hpu_copy_bytes against a byte-by-byte memmove: every relative offset
+ * from -70 to 70 bytes (its own loop takes 1..63 ahead), lengths around its
+ * 512-byte threshold and 32-byte step, apart and overlapping. */
+static void test_copy_bytes(void) {
+  enum { SPAN = 8192 };
+  unsigned char *buf = malloc(2 * SPAN), *ref = malloc(2 * SPAN);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(buf);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
+  const size_t lens[] = {0, 1, 31, 511, 512, 513, 543, 1000, 4095, 4097};
+  int bad = 0;
+  for (int apart = 0; apart < 2; apart++)
+    for (int off = -70; off <= 70; off++)
+      for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+        size_t n = lens[li];
+        for (int i = 0; i < 2 * SPAN; i++) buf[i] = ref[i] = (unsigned char)(i * 7 + 3);
+        /* apart: the source in the second half, SPAN (= 0 mod 4 KiB) away */
+        size_t src = 100 + (apart ? SPAN : 0), dst = (size_t)(100 + off);
+        hpu_copy_bytes(buf + dst, buf + src, n);
+        if (dst < src)
+          for (size_t i = 0; i < n; i++) ref[dst + i] = ref[src + i];
+        else
+          for (size_t i = n; i-- > 0;) ref[dst + i] = ref[src + i];
+        bad += memcmp(buf, ref, 2 * SPAN) != 0;
+      }
+  CU_ASSERT_EQUAL(bad, 0);
+  free(buf);
+  free(ref);
 }
 
 static void test_copy_cast_semantics(void) {
@@ -1045,6 +1075,7 @@ int main(void) {
   CU_add_test(s, "copy transposed/broadcast", test_copy_transposed_and_broadcast);
   CU_add_test(s, "copy all dtype pairs", test_copy_all_pairs);
   CU_add_test(s, "copy cast semantics", test_copy_cast_semantics);
+  CU_add_test(s, "copy bytes", test_copy_bytes);
   CU_add_test(s, "fill", test_fill);
   CU_add_test(s, "add/sub broadcast alpha", test_add_broadcast_alpha);
   CU_add_test(s, "binary int and mixed", test_binary_int_and_mixed);

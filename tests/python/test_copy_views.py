@@ -97,3 +97,41 @@ def test_fill_and_zero():
     assert torch.equal(h.cpu(), torch.full((3, 4), 7.0))
     assert_close_to_cpu(torch.ones(2, 2, device="hpu", dtype=torch.bfloat16),
                         torch.ones(2, 2, dtype=torch.bfloat16))
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.bfloat16, torch.float32, torch.int64])
+def test_row_copies_shifted_by_a_few_bytes(dtype):
+    # Rows of a strided copy whose destination sits 1-63 bytes ahead of its
+    # source (modulo 4 KiB) take their own copy loop rather than memmove
+    # (kernels/bytes.c). Both halves of one buffer, rows of 4 KiB, so the
+    # shift by k elements is exactly k elements' bytes; rows of over 512
+    # bytes whose length is not a multiple of the loop's 32-byte step.
+    esz = torch.tensor([], dtype=dtype).element_size()
+    w = 4096 // esz
+    x = (torch.arange(2 * 8 * w) % 251).to(dtype).view(2, 8, w)
+    h = x.to("hpu")
+    for k in range(1, 64 // esz + 2):
+        h[1].zero_()
+        h[1][:, k:].copy_(h[0][:, :-k])
+        exp = x.clone()
+        exp[1].zero_()
+        exp[1][:, k:].copy_(exp[0][:, :-k])
+        assert torch.equal(h.cpu(), exp), k
+        # and the other direction: the destination behind the source
+        got = h[0][:, k:].clone()
+        got[:, :-k].copy_(h[0][:, 2 * k:])
+        ref = x[0][:, k:].clone()
+        ref[:, :-k].copy_(x[0][:, 2 * k:])
+        assert torch.equal(got.cpu(), ref), k
+
+
+def test_overlapping_contiguous_copy_moves_like_memmove():
+    # one run whose source and destination overlap: memmove semantics
+    x = torch.arange(3000.0)
+    h = x.to("hpu")
+    h[3:].copy_(h[:-3].clone())
+    h[:-5].copy_(h[5:].clone())
+    exp = x.clone()
+    exp[3:] = x[:-3].clone()
+    exp[:-5] = exp[5:].clone()
+    assert torch.equal(h.cpu(), exp)

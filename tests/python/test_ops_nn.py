@@ -599,6 +599,28 @@ def test_index_select(dtype, dim):
     assert_close_to_cpu(torch.index_select(x.to("hpu"), dim, idx[:0].to("hpu")), torch.index_select(x, dim, idx[:0]))
 
 
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.bfloat16, torch.float32, torch.int64])
+def test_index_select_runs_of_indices(dtype):
+    # indices that step by +1 or -1 throughout are copied (or reversed) as
+    # whole runs; anything else, or a run with a bad index, is a gather
+    x = make((3, 7, 150), dtype)
+    h = x.to("hpu")
+    cases = [list(range(150)), list(range(149, -1, -1)), list(range(20, 90)), list(range(90, 20, -1)),
+             [4, 5], [5, 4], [3, 2, 1, 0, 5], [0, 1, 2, 4], [7, 7, 7], [9]]
+    for idx in cases:
+        i = torch.tensor(idx)
+        assert_close_to_cpu(torch.index_select(h, 2, i.to("hpu")), torch.index_select(x, 2, i), rtol=0, atol=0)
+        j = torch.tensor([v % 7 for v in idx][:7])
+        assert_close_to_cpu(torch.index_select(h, 1, j.to("hpu")), torch.index_select(x, 1, j), rtol=0, atol=0)
+    # a non-contiguous source and destination go through the gather
+    assert_close_to_cpu(torch.index_select(h.transpose(1, 2), 1, torch.arange(149, -1, -1, device="hpu")),
+                        torch.index_select(x.transpose(1, 2), 1, torch.arange(149, -1, -1)), rtol=0, atol=0)
+    for bad in ([2, 1, 0, -1], [148, 149, 150]):
+        with pytest.raises(IndexError, match="out of (bounds|range)"):
+            torch.index_select(h, 2, torch.tensor(bad, device="hpu")).cpu()
+    assert_close_to_cpu(torch.index_select(h, 2, torch.tensor([1, 0], device="hpu")), x[..., [1, 0]], rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("padding_idx", [None, 2])
 @pytest.mark.parametrize("scale", [False, True])
