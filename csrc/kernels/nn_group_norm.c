@@ -8,7 +8,8 @@
  * bias = -scale * mean + b[c] per channel ((x - mean) * rstd without weight
  * and bias), one rounding to the output dtype; the backward's
  * dx = c1 * dy + c2 * x + c3 per channel from the per-channel sums of
- * dy * x and dy. A bf16 / fp16 group is converted to float once into a
+ * dy * x and dy. The all-bf16 backward reads and writes bf16 in its
+ * passes; otherwise a bf16 / fp16 group is converted to float once into a
  * buffer the task keeps (chunk by chunk on the stack when it is larger than
  * GN_ROW_MAX or memory runs out). */
 #include <math.h>
@@ -94,6 +95,20 @@ static double seg_dot(const gn_t *c, const char *a, hpu_dtype_t da, const char *
     s += c->R->dot(floats(a, da, k, m, bufa), floats(b, db, k, m, bufb), m);
   }
   return s;
+}
+
+/* sum(dy * x) and sum(dy) over n bf16 elements in one pass, chunked and
+ * combined as seg_dot and seg_sum, so the same bits. */
+static void seg_dotsum_bf16(const gn_t *c, const char *dy, const char *x, int64_t n, double *ds,
+                            double *db) {
+  double s = 0, t = 0;
+  for (int64_t k = 0; k < n; k += GN_CHUNK) {
+    float sy;
+    s += c->R->dotsum_bf16((const uint16_t *)x + k, (const uint16_t *)dy + k, min64(GN_CHUNK, n - k), &sy);
+    t += sy;
+  }
+  *ds = s;
+  *db = t;
 }
 
 /* y = x * scale + bias (affine) or (x - mean) * rstd over one channel. */
@@ -258,7 +273,10 @@ static void gnb_rows(void *ctx, int64_t begin, int64_t end) {
           esd = (int64_t)hpu_dtype_size(dtd), HW = c->HW, D = c->D;
   float bg[GN_CHUNK], bx[GN_CHUNK], bd[GN_CHUNK];
   int64_t len = D * HW;
-  float *row = whole_row_buffer(dt, len, 2); /* dy (then dx) and x as floats */
+  /* all bf16: read and written as bf16 by fused passes (converting dy and x
+   * to float first took 2x torch's time, which reads bf16 in its loops) */
+  int direct = dt == HPU_BFLOAT16 && dtg == HPU_BFLOAT16 && dtd == HPU_BFLOAT16;
+  float *row = direct ? NULL : whole_row_buffer(dt, len, 2); /* dy (then dx) and x as floats */
   for (int64_t r = begin; r < end; r++) {
     int64_t n = r / c->G, g = r % c->G, ch0 = g * D;
     const char *px = (const char *)hpu_tensor_data(x) + (n * c->C + ch0) * HW * es;
@@ -276,8 +294,13 @@ static void gnb_rows(void *ctx, int64_t begin, int64_t end) {
     int64_t sx = (int64_t)hpu_dtype_size(wx), sg = (int64_t)hpu_dtype_size(wg),
             sd = (int64_t)hpu_dtype_size(wd);
     for (int64_t j = 0; j < D; j++) {
-      c->ds[n * c->C + ch0 + j] = seg_dot(c, pg + j * HW * sg, wg, px + j * HW * sx, wx, HW, bg, bx);
-      c->db[n * c->C + ch0 + j] = seg_sum(c, pg + j * HW * sg, wg, HW, bg);
+      double *ds = &c->ds[n * c->C + ch0 + j], *db = &c->db[n * c->C + ch0 + j];
+      if (direct) {
+        seg_dotsum_bf16(c, pg + j * HW * sg, px + j * HW * sx, HW, ds, db);
+        continue;
+      }
+      *ds = seg_dot(c, pg + j * HW * sg, wg, px + j * HW * sx, wx, HW, bg, bx);
+      *db = seg_sum(c, pg + j * HW * sg, wg, HW, bg);
     }
     if (!want_dx) continue;
     double mean = hpu_load_f64(hpu_nn_elem(st, r), st->dtype);
@@ -305,6 +328,11 @@ static void gnb_rows(void *ctx, int64_t begin, int64_t end) {
     }
     for (int64_t j = 0; j < D; j++) {
       double c1 = f64 ? rstd * c->wd[ch0 + j] : (float)rstd * c->w[ch0 + j];
+      if (direct) {
+        c->R->axpby_bf16((const uint16_t *)(pg + j * HW * sg), (const uint16_t *)(px + j * HW * sx),
+                         (uint16_t *)(rd + j * HW * sd), HW, (float)c1, (float)c2, (float)c3);
+        continue;
+      }
       channel_backward(c, pg + j * HW * sg, wg, px + j * HW * sx, wx, rd + j * HW * sd, wd, c1, c2,
                        c3, bg, bx, bd);
     }

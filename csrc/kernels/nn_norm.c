@@ -55,6 +55,7 @@
 #define MAX_X(VT, j, k) G_MAX(VT, m##j, V_X, k)
 #define MAX_OF(h, g) VMAX_GT(h, g)
 #define LNB(VT, j, k) LNB_STEP(VT, a##j, b##j, k)
+#define DOTSUM_BF16(VT, j, k) DOTSUM_BF16_STEP(VT, a##j, b##j, k)
 #define LANES_FOLD(VT, a0, a1, a2, a3, r)                         \
   do {                                                            \
     G_ADD(VT, a0, a2);                                            \
@@ -88,6 +89,14 @@
 
 /* layer norm backward: adds dy*w into sa and dy*w*xhat into sb for the 16
  * elements from k (over rlnb's x, dy, w, mean and rstd). */
+/* sa += x * y, sb += y over bf16 x and y (rdot's and rsum's lanes) */
+#define DOTSUM_BF16_STEP(VT, sa, sb, k)                                 \
+  for (int gi_ = 0; gi_ < VNV(VT); gi_++) {                             \
+    int64_t o_ = (k) + gi_ * VW(VT);                                    \
+    VT y_ = VLD_BF16(VT, y + o_);                                       \
+    sa[gi_] += VLD_BF16(VT, x + o_) * y_;                               \
+    sb[gi_] += y_;                                                      \
+  }
 #define LNB_STEP(VT, sa, sb, k)                                         \
   for (int gi_ = 0; gi_ < VNV(VT); gi_++) {                             \
     int64_t o_ = (k) + gi_ * VW(VT);                                    \
@@ -277,6 +286,32 @@ void hpu_nn_store_row(char *dst, const float *src, int64_t n, hpu_dtype_t dt) {
                                           int64_t n, float a, float b, float c) {       \
     for (int64_t i = 0; i < n; i++) y[i] = a * u[i] + b * v[i] + c;                     \
   }                                                                                     \
+  /* bf16 rows read as they are: sum(x * y), and sum(y) into *sy, each the  \
+   * same bits as rdot / rsum over the rows converted to float */                       \
+  static HPU_ATTR_##ISA float rdotsum_bf16_##ISA(const uint16_t *x, const uint16_t *y,  \
+                                                 int64_t n, float *sy) {                \
+    G_DECL4(VT_##ISA, a, 0);                                                            \
+    G_DECL4(VT_##ISA, b, 0);                                                            \
+    int64_t i = 0;                                                                      \
+    LANE_BLOCKS(VT_##ISA, DOTSUM_BF16);                                                 \
+    float r = 0, s = 0;                                                                 \
+    for (; i < n; i++) {                                                                \
+      float yv = LD_BF16(y[i]);                                                         \
+      r += LD_BF16(x[i]) * yv;                                                          \
+      s += yv;                                                                          \
+    }                                                                                   \
+    LANES_FOLD(VT_##ISA, a0, a1, a2, a3, r);                                            \
+    LANES_FOLD(VT_##ISA, b0, b1, b2, b3, s);                                            \
+    *sy = s;                                                                            \
+    return r;                                                                           \
+  }                                                                                     \
+  /* y = a * u + b * v + c over bf16 rows, rounded once to bf16 */                      \
+  static HPU_ATTR_##ISA void raxpby_bf16_##ISA(const uint16_t *u, const uint16_t *v,    \
+                                               uint16_t *y, int64_t n, float a, float b, \
+                                               float c) {                               \
+    for (int64_t i = 0; i < n; i++)                                                     \
+      y[i] = hpu_cvt_f32_bf16(a * LD_BF16(u[i]) + b * LD_BF16(v[i]) + c);               \
+  }                                                                                     \
   /* y = (x - mean) * rstd * w + b */                                                   \
   static HPU_ATTR_##ISA void rnorm_##ISA(const float *x, float *y, int64_t n, float mean, \
                                          float rstd, const float *w, const float *b) {  \
@@ -340,7 +375,7 @@ DEF_ROWS(avx512)
 #define ROWS_OF(ISA)                                                                     \
   {rmax_##ISA, rexp_##ISA, rexpsum_##ISA, rscale_##ISA, raffine_##ISA, rsum_##ISA,       \
    rssd_##ISA, rdot_##ISA, rnorm_##ISA, rsmb_##ISA, rlsmb_##ISA, rlnb_##ISA,             \
-   rcenter_##ISA, raxpby_##ISA}
+   rcenter_##ISA, raxpby_##ISA, rdotsum_bf16_##ISA, raxpby_bf16_##ISA}
 
 static const hpu_nn_rows_t rows_generic = ROWS_OF(generic);
 #if HPU_HAVE_ISA_CLONES

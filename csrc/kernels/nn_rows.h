@@ -37,6 +37,11 @@ typedef struct hpu_nn_rows {
   void (*center)(const float *x, float *y, int64_t n, float mean, float rstd);
   /* y = a * u + b * v + c */
   void (*axpby)(const float *u, const float *v, float *y, int64_t n, float a, float b, float c);
+  /* bf16 rows without a float copy: sum(x * y) with sum(y) into *sy (the
+   * bits of dot and sum over the converted rows), and axpby rounded to bf16 */
+  float (*dotsum_bf16)(const uint16_t *x, const uint16_t *y, int64_t n, float *sy);
+  void (*axpby_bf16)(const uint16_t *u, const uint16_t *v, uint16_t *y, int64_t n, float a, float b,
+                     float c);
 } hpu_nn_rows_t;
 
 const hpu_nn_rows_t *hpu_nn_rows(void);
