@@ -14,6 +14,10 @@ void check_hpu_dtype(at::ScalarType type, const char* op);
 // dtype converted); waits when the host is involved.
 void copy_between(const at::Tensor& dst, const at::Tensor& src);
 void fill_tensor(const at::Tensor& self, hpu_scalar_t value);
+// An out= variant of an op computed functionally: out resized to r's shape
+// (as resize_output, which warns when a non-empty out changes shape), then r
+// copied into it.
+at::Tensor& into_out(const at::Tensor& r, at::Tensor& out);
 
 inline bool is_hpu(const at::Tensor& t) { return t.device().type() == c10::DeviceType::HPU; }
 // A CPU 0-dim tensor next to hpu tensors is a scalar, as on CUDA.

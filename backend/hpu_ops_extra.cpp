@@ -225,9 +225,7 @@ at::Tensor hpu_flip(const at::Tensor& self, at::IntArrayRef dims) {
   return r.is_same(self) ? self.clone(at::MemoryFormat::Contiguous) : r;
 }
 at::Tensor& hpu_flip_out(const at::Tensor& self, at::IntArrayRef dims, at::Tensor& out) {
-  at::Tensor r = hpu_flip(self, dims);
-  at::native::resize_output(out, r.sizes());
-  return out.copy_(r);
+  return into_out(hpu_flip(self, dims), out);
 }
 
 // roll: along each dim, the last `shift` slices then the rest (cat of two
@@ -252,9 +250,7 @@ at::Tensor hpu_roll(const at::Tensor& self, at::IntArrayRef shifts, at::IntArray
   return r.is_same(self) ? self.clone(at::MemoryFormat::Contiguous) : r;
 }
 at::Tensor& hpu_roll_out(const at::Tensor& self, at::IntArrayRef shifts, at::IntArrayRef dims, at::Tensor& out) {
-  at::Tensor r = hpu_roll(self, shifts, dims);
-  at::native::resize_output(out, r.sizes());
-  return out.copy_(r);
+  return into_out(hpu_roll(self, shifts, dims), out);
 }
 
 // A zero tensor for autograd's zero gradients (sgn's, for one): real

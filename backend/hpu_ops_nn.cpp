@@ -183,12 +183,10 @@ at::Tensor full_minmax(const at::Tensor& self, hpu_reduce_kind_t kind, const cha
 at::Tensor max_full(const at::Tensor& self) { return full_minmax(self, HPU_REDUCE_AMAX, "max"); }
 at::Tensor min_full(const at::Tensor& self) { return full_minmax(self, HPU_REDUCE_AMIN, "min"); }
 at::Tensor& max_unary_out(const at::Tensor& self, at::Tensor& out) {
-  at::native::resize_output(out, {});
-  return out.copy_(max_full(self));
+  return into_out(max_full(self), out);
 }
 at::Tensor& min_unary_out(const at::Tensor& self, at::Tensor& out) {
-  at::native::resize_output(out, {});
-  return out.copy_(min_full(self));
+  return into_out(min_full(self), out);
 }
 
 at::Tensor& bool_reduce_out(hpu_reduce_kind_t kind, const at::Tensor& self, at::OptionalIntArrayRef dims,

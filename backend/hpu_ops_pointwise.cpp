@@ -707,9 +707,7 @@ at::Tensor hpu_mse_loss(const at::Tensor& self, const at::Tensor& target, int64_
 }
 at::Tensor& hpu_mse_loss_out(const at::Tensor& self, const at::Tensor& target, int64_t reduction,
                              at::Tensor& out) {
-  at::Tensor r = hpu_mse_loss(self, target, reduction);
-  at::native::resize_output(out, r.sizes());
-  return out.copy_(r);
+  return into_out(hpu_mse_loss(self, target, reduction), out);
 }
 // alpha * (input - target) * grad, alpha = 2 (or 2 / numel for a mean) in
 // the dtype, each step rounded to it: the CPU kernel's bf16 / fp16 vector
@@ -725,9 +723,7 @@ at::Tensor hpu_mse_loss_backward(const at::Tensor& grad, const at::Tensor& self,
 }
 at::Tensor& hpu_mse_loss_backward_out(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
                                       int64_t reduction, at::Tensor& out) {
-  at::Tensor r = hpu_mse_loss_backward(grad, self, target, reduction);
-  at::native::resize_output(out, r.sizes());
-  return out.copy_(r);
+  return into_out(hpu_mse_loss_backward(grad, self, target, reduction), out);
 }
 
 // Comparisons: bool results (in place: into self's dtype).

@@ -288,6 +288,11 @@ void copy_between(const at::Tensor& dst, const at::Tensor& src) {
   if (!dst_hpu || !src_hpu || cross_card) HPU_CHECK(hpu_stream_synchronize(stream));
 }
 
+at::Tensor& into_out(const at::Tensor& r, at::Tensor& out) {
+  at::native::resize_output(out, r.sizes());
+  return out.copy_(r);
+}
+
 TORCH_LIBRARY_IMPL(aten, HPU, m) {
   m.impl("empty.memory_format", TORCH_FN(hpu_empty));
   m.impl("empty_strided", TORCH_FN(hpu_empty_strided));

@@ -45,8 +45,8 @@
  * bf16 / fp16, one per dtype (kernel_of picks by the node's compute dtype)
  * so that the float32 one stays free of the rounding and vectorises: the
  * fp16 sigmoid backward (every step), log_sigmoid's backward (e^-|x|, the
- * CPU's buffer), xlogy (log y), mse's squared difference (x - y). Their
- * float64 forms are never picked: ED_ aliases below. */
+ * CPU's buffer), xlogy (log y), mse's squared difference (x - y). Float
+ * kernels only (no float64 forms). */
 #define PW_ROUNDED16(X)                                                                      \
   X(SIGMOID_BACKWARD_F16) X(LOG_SIGMOID_BACKWARD_BF16) X(LOG_SIGMOID_BACKWARD_F16)           \
   X(XLOGY_BF16) X(XLOGY_F16) X(SQUARED_DIFF_BF16) X(SQUARED_DIFF_F16)
@@ -56,7 +56,7 @@
 #define PW_ACTIVATIONS(X)                                                                    \
   X(ELU) X(SOFTPLUS) X(HARDSWISH) X(HARDSIGMOID) X(MISH) X(LOG_SIGMOID) X(ELU_BACKWARD)      \
   X(ELU_BACKWARD_RESULT) X(SOFTPLUS_BACKWARD) X(HARDSWISH_BACKWARD) X(HARDSIGMOID_BACKWARD)  \
-  X(MISH_BACKWARD) X(LOG_SIGMOID_BACKWARD) PW_ROUNDED16(X)
+  X(MISH_BACKWARD) X(LOG_SIGMOID_BACKWARD)
 
 #define PW_KERNELS(X)                                                                        \
   X(NEG) X(ABS) X(EXP) X(EXP2) X(LOG) X(LOG2) X(LOG10) X(LOG1P) X(EXPM1) X(SQRT) X(RSQRT)    \
@@ -68,7 +68,7 @@
   X(POW_SQRT) X(POW_RSQRT) X(POW_RECIP) X(POW_INVSQ) X(GELU_BACKWARD) X(GELU_TANH_BACKWARD)  \
   X(TANH_BACKWARD) X(SIGMOID_BACKWARD) X(SILU_BACKWARD) X(THRESHOLD_BACKWARD)                \
   X(LEAKY_RELU_BACKWARD) X(HARDTANH_BACKWARD) X(CLAMP) X(CLAMP_MIN) X(CLAMP_MAX) X(WHERE)    \
-  X(LERP) X(ADDCMUL) X(ADDCDIV) X(ARANGE) PW_ACTIVATIONS(X) PW_TRIG(X)
+  X(LERP) X(ADDCMUL) X(ADDCDIV) X(ARANGE) PW_ACTIVATIONS(X) PW_TRIG(X) PW_ROUNDED16(X)
 
 #define KENUM(N) K_##N,
 typedef enum { PW_KERNELS(KENUM) K_COUNT } pw_kernel_t;
@@ -344,14 +344,6 @@ static inline float pw_silu_bwd(float dy, float x) {
 #define ED_GELU_TANH_BACKWARD(a, b, c) pw_gelu_tanh_bwd_d(a, b)
 #define ED_TANH_BACKWARD(a, b, c) ((a) * fma(-(b), (b), 1.0))
 #define ED_SIGMOID_BACKWARD(a, b, c) ((a) * (1.0 - (b)) * (b))
-/* never picked (no bf16 / fp16 compute in double) */
-#define ED_SIGMOID_BACKWARD_F16 ED_SIGMOID_BACKWARD
-#define ED_LOG_SIGMOID_BACKWARD_BF16 ED_LOG_SIGMOID_BACKWARD
-#define ED_LOG_SIGMOID_BACKWARD_F16 ED_LOG_SIGMOID_BACKWARD
-#define ED_XLOGY_BF16 ED_XLOGY
-#define ED_XLOGY_F16 ED_XLOGY
-#define ED_SQUARED_DIFF_BF16 ED_SQUARED_DIFF
-#define ED_SQUARED_DIFF_F16 ED_SQUARED_DIFF
 #define ED_SILU_BACKWARD(a, b, c) \
   ((a) * (1.0 / (1.0 + exp(-(b)))) * (1.0 + (b) * (1.0 - 1.0 / (1.0 + exp(-(b))))))
 #define ED_THRESHOLD_BACKWARD(a, b, c) ((b) <= p0 ? 0.0 : (a))
@@ -511,8 +503,10 @@ struct pw_ctx {
     _Pragma("GCC ivdep") for (int64_t i = 0; i < n; i++) o[i] = E##FAM##_##N(a[i], b[i], c[i]); \
   }
 
-/* Float kernels: every op but the bitwise ones. */
-#define PW_F_KERNELS(X)                                                                      \
+/* Float64 kernels: every op but the bitwise ones; float kernels: those and
+ * the ones rounded to bf16 / fp16. */
+#define PW_F_KERNELS(X) PW_D_KERNELS(X) PW_ROUNDED16(X)
+#define PW_D_KERNELS(X)                                                                      \
   X(NEG) X(ABS) X(EXP) X(EXP2) X(LOG) X(LOG2) X(LOG10) X(LOG1P) X(EXPM1) X(SQRT) X(RSQRT)    \
   X(RECIPROCAL) X(SIN) X(COS) X(TAN) X(TANH) X(SIGMOID) X(ERF) X(SILU) X(GELU) X(GELU_TANH) \
   X(FLOOR) X(CEIL) X(ROUND) X(TRUNC) X(SIGN) X(LOGICAL_NOT) X(ISNAN) X(NAN_TO_NUM)           \
@@ -535,7 +529,7 @@ struct pw_ctx {
 #define DEF_KD(N) DEF_K(D, double, N, generic)
 #define DEF_KI(N) DEF_K(I, int64_t, N, generic)
 PW_F_KERNELS(DEF_KF)
-PW_F_KERNELS(DEF_KD)
+PW_D_KERNELS(DEF_KD)
 PW_I_KERNELS(DEF_KI)
 #if HPU_HAVE_ISA_CLONES
 PW_F_KERNELS(DEF_KF2)
@@ -552,7 +546,7 @@ static const kF_fn tab_F[K_COUNT] = {PW_F_KERNELS(TAB_KF)};
 static const kF_fn tab_F2[K_COUNT] = {PW_F_KERNELS(TAB_KF2)};
 static const kF_fn tab_F5[K_COUNT] = {PW_F_KERNELS(TAB_KF5)};
 #endif
-static const kD_fn tab_D[K_COUNT] = {PW_F_KERNELS(TAB_KD)};
+static const kD_fn tab_D[K_COUNT] = {PW_D_KERNELS(TAB_KD)};
 
 #if HPU_HAVE_ISA_CLONES
 /* exp, sigmoid and silu by hand for AVX-512 (exp16, kernels/vexp.h). */
