@@ -5,6 +5,7 @@
 // checks the output and hands one node to the core. CPU 0-dim tensors and
 // Scalars become scalar operands of the node.
 #include <ATen/ExpandUtils.h>
+#include <ATen/WrapDimUtils.h>
 #include <ATen/native/Resize.h>
 #include <c10/util/irange.h>
 #include <torch/library.h>
@@ -726,6 +727,140 @@ at::Tensor& hpu_mse_loss_backward_out(const at::Tensor& grad, const at::Tensor& 
   return into_out(hpu_mse_loss_backward(grad, self, target, reduction), out);
 }
 
+// ---- smooth_l1 and huber losses, softshrink / hardshrink, glu, and their backwards ------
+
+// A loss from its elementwise kernel (float types, as the CPU's), then the
+// mean or the sum (reduction 1 / 2) as the CPU's.
+at::Tensor elementwise_loss(const char* cpu_name, hpu_op_t op, const at::Tensor& self, const at::Tensor& target,
+                            int64_t reduction, double param) {
+  TORCH_CHECK(reduction >= 0 && reduction <= 2, hpu_op_name(op), ": ", reduction, " is not a valid reduction");
+  auto t = result_of({self, target});
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(t), "\"", cpu_name, "\" not implemented for '", t, "'");
+  Params p;
+  p.s[0] = fscalar(param);
+  at::Tensor loss = pw(hpu_op_name(op), op, {self, target}, t, t, p);
+  if (reduction == 1) return at::mean(loss);
+  if (reduction == 2) return at::sum(loss);
+  return loss;
+}
+// Its backward into grad_input: norm (1 / numel for a mean) times the
+// kernel's derivative times grad.
+at::Tensor& elementwise_loss_backward(const char* cpu_name, hpu_op_t op, const at::Tensor& grad,
+                                      const at::Tensor& self, const at::Tensor& target, int64_t reduction,
+                                      double param, at::Tensor& grad_input) {
+  auto t = result_of({self, target, grad});
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(t), "\"", cpu_name, "\" not implemented for '", t,
+                              "' on hpu (floating types only)");
+  Params p;
+  p.s[0] = fscalar(param);
+  p.s[1] = fscalar(reduction == 1 ? 1.0 / static_cast<double>(self.numel()) : 1.0);
+  return pw_into(hpu_op_name(op), op, grad_input, false, {self, target, grad}, t, t, p);
+}
+
+at::Tensor hpu_smooth_l1_loss(const at::Tensor& self, const at::Tensor& target, int64_t reduction, double beta) {
+  TORCH_CHECK(beta >= 0, "smooth_l1_loss does not support negative values for beta.");
+  return elementwise_loss("smooth_l1_cpu", HPU_OP_SMOOTH_L1, self, target, reduction, beta);
+}
+at::Tensor& hpu_smooth_l1_loss_out(const at::Tensor& self, const at::Tensor& target, int64_t reduction, double beta,
+                               at::Tensor& out) {
+  return into_out(hpu_smooth_l1_loss(self, target, reduction, beta), out);
+}
+at::Tensor& hpu_smooth_l1_loss_backward_out(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
+                                        int64_t reduction, double beta, at::Tensor& grad_input) {
+  return elementwise_loss_backward("smooth_l1_backward_cpu_out", HPU_OP_SMOOTH_L1_BACKWARD, grad, self, target,
+                                   reduction, beta, grad_input);
+}
+at::Tensor hpu_huber_loss(const at::Tensor& self, const at::Tensor& target, int64_t reduction, double delta) {
+  TORCH_CHECK(delta > 0, "huber_loss does not support non-positive values for delta.");
+  return elementwise_loss("huber_cpu", HPU_OP_HUBER, self, target, reduction, delta);
+}
+at::Tensor& hpu_huber_loss_out(const at::Tensor& self, const at::Tensor& target, int64_t reduction, double delta,
+                           at::Tensor& out) {
+  return into_out(hpu_huber_loss(self, target, reduction, delta), out);
+}
+at::Tensor& hpu_huber_loss_backward_out(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
+                                    int64_t reduction, double delta, at::Tensor& grad_input) {
+  return elementwise_loss_backward("huber_backward_cpu_out", HPU_OP_HUBER_BACKWARD, grad, self, target, reduction,
+                                   delta, grad_input);
+}
+
+// softshrink's lambda must lie in [0, the dtype's largest value], as the CPU checks.
+Params hpu_shrink_param(const at::Tensor& self, const c10::Scalar& lambd, bool soft) {
+  if (soft) {
+    check_float_act("softshrink_check", self);
+    double hi = self.scalar_type() == at::kDouble   ? std::numeric_limits<double>::max()
+                : self.scalar_type() == at::kBFloat16 ? static_cast<double>(std::numeric_limits<c10::BFloat16>::max())
+                : self.scalar_type() == at::kHalf     ? static_cast<double>(std::numeric_limits<c10::Half>::max())
+                                                      : static_cast<double>(std::numeric_limits<float>::max());
+    double l = lambd.to<double>();
+    TORCH_CHECK(l >= 0 && l <= hi, "lambda must be in range [0, ", hi, "] for input dtype ", self.scalar_type(),
+                ", but found ", l);
+  } else {
+    check_float_act("hardshrink_cpu", self);
+  }
+  return one_param(lambd);
+}
+template <bool SOFT>
+at::Tensor hpu_shrink(const at::Tensor& self, const c10::Scalar& lambd) {
+  hpu_op_t op = SOFT ? HPU_OP_SOFTSHRINK : HPU_OP_HARDSHRINK;
+  return pw(hpu_op_name(op), op, {self}, self.scalar_type(), self.scalar_type(), hpu_shrink_param(self, lambd, SOFT));
+}
+template <bool SOFT>
+at::Tensor& hpu_shrink_out(const at::Tensor& self, const c10::Scalar& lambd, at::Tensor& out) {
+  hpu_op_t op = SOFT ? HPU_OP_SOFTSHRINK : HPU_OP_HARDSHRINK;
+  return pw_into(hpu_op_name(op), op, out, false, {self}, self.scalar_type(), self.scalar_type(),
+                 hpu_shrink_param(self, lambd, SOFT));
+}
+at::Tensor& hpu_shrink_backward_out(const at::Tensor& grad, const at::Tensor& self, const c10::Scalar& lambd,
+                                at::Tensor& grad_input) {
+  auto t = result_of({grad, self});
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(t), "\"shrink_backward_cpu\" not implemented for '", t, "'");
+  return pw_into("shrink_backward", HPU_OP_SHRINK_BACKWARD, grad_input, false, {grad, self}, t, t, one_param(lambd));
+}
+at::Tensor hpu_shrink_backward(const at::Tensor& grad, const at::Tensor& self, const c10::Scalar& lambd) {
+  auto t = result_of({grad, self});
+  at::Tensor out = at::empty(shape_of({grad, self}), grad.options().dtype(t));
+  return hpu_shrink_backward_out(grad, self, lambd, out);
+}
+
+// glu: the first half of dim times the sigmoid of the second, in float,
+// rounded once. Its backward as the CPU's: the second half of grad_input
+// takes sigmoid(b) (rounded to the dtype), the first sigmoid(b) * grad,
+// then the second (1 - s) s a grad.
+int64_t hpu_glu_dim(const at::Tensor& self, int64_t dim) {
+  TORCH_CHECK(self.dim() > 0, "glu does not support scalars because halving size must be even");
+  int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  TORCH_CHECK(self.size(d) % 2 == 0, "Halving dimension must be even, but dimension ", d, " is size ",
+              self.size(d));
+  return d;
+}
+at::Tensor hpu_glu(const at::Tensor& self, int64_t dim) {
+  int64_t d = hpu_glu_dim(self, dim), h = self.size(d) / 2;
+  check_float_act("glu_cpu", self);
+  return pw("glu", HPU_OP_GLU, {self.narrow(d, 0, h), self.narrow(d, h, h)}, self.scalar_type(), self.scalar_type());
+}
+at::Tensor& hpu_glu_out(const at::Tensor& self, int64_t dim, at::Tensor& out) {
+  int64_t d = hpu_glu_dim(self, dim), h = self.size(d) / 2;
+  check_float_act("glu_cpu", self);
+  return pw_into("glu", HPU_OP_GLU, out, false, {self.narrow(d, 0, h), self.narrow(d, h, h)}, self.scalar_type(),
+                 self.scalar_type());
+}
+at::Tensor& hpu_glu_backward_out(const at::Tensor& grad, const at::Tensor& self, int64_t dim, at::Tensor& grad_input) {
+  int64_t d = hpu_glu_dim(self, dim), h = self.size(d) / 2;
+  at::native::resize_output(grad_input, self.sizes());
+  at::Tensor ga = grad_input.narrow(d, 0, h), gb = grad_input.narrow(d, h, h);
+  at::sigmoid_out(gb, self.narrow(d, h, h));
+  at::mul_out(ga, gb, grad);
+  auto t = result_of({gb, self, grad});
+  check_hpu_dtype(t, "glu_backward");
+  pw_into("glu_backward", HPU_OP_GLU_BACKWARD, gb, true, {gb, self.narrow(d, 0, h), grad}, t, t);
+  return grad_input;
+}
+at::Tensor hpu_glu_backward(const at::Tensor& grad, const at::Tensor& self, int64_t dim) {
+  at::Tensor out = at::empty({0}, self.options());
+  return hpu_glu_backward_out(grad, self, dim, out);
+}
+
 // Comparisons: bool results (in place: into self's dtype).
 template <hpu_op_t OP>
 at::Tensor cmp(const at::Tensor& a, const at::Tensor& b) {
@@ -1286,6 +1421,24 @@ TORCH_LIBRARY_IMPL(aten, HPU, m) {
   m.impl("mse_loss.out", TORCH_FN(hpu_mse_loss_out));
   m.impl("mse_loss_backward", TORCH_FN(hpu_mse_loss_backward));
   m.impl("mse_loss_backward.grad_input", TORCH_FN(hpu_mse_loss_backward_out));
+  m.impl("smooth_l1_loss", TORCH_FN(hpu_smooth_l1_loss));
+  m.impl("smooth_l1_loss.out", TORCH_FN(hpu_smooth_l1_loss_out));
+  m.impl("smooth_l1_loss_backward.grad_input", TORCH_FN(hpu_smooth_l1_loss_backward_out));
+  m.impl("huber_loss", TORCH_FN(hpu_huber_loss));
+  m.impl("huber_loss.out", TORCH_FN(hpu_huber_loss_out));
+  m.impl("huber_loss_backward.out", TORCH_FN(hpu_huber_loss_backward_out));
+  m.impl("softshrink", TORCH_FN(hpu_shrink<true>));
+  m.impl("softshrink.out", TORCH_FN(hpu_shrink_out<true>));
+  m.impl("hardshrink", TORCH_FN(hpu_shrink<false>));
+  m.impl("hardshrink.out", TORCH_FN(hpu_shrink_out<false>));
+  m.impl("softshrink_backward", TORCH_FN(hpu_shrink_backward));
+  m.impl("softshrink_backward.grad_input", TORCH_FN(hpu_shrink_backward_out));
+  m.impl("hardshrink_backward", TORCH_FN(hpu_shrink_backward));
+  m.impl("hardshrink_backward.grad_input", TORCH_FN(hpu_shrink_backward_out));
+  m.impl("glu", TORCH_FN(hpu_glu));
+  m.impl("glu.out", TORCH_FN(hpu_glu_out));
+  m.impl("glu_backward", TORCH_FN(hpu_glu_backward));
+  m.impl("glu_backward.grad_input", TORCH_FN(hpu_glu_backward_out));
   BINARY(remainder, ".Tensor", HPU_OP_REMAINDER)
   m.impl("remainder.Tensor_out", TORCH_FN(b_op_out<HPU_OP_REMAINDER>));
   BINARY(fmod, ".Tensor", HPU_OP_FMOD)

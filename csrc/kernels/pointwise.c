@@ -37,26 +37,30 @@
 
 /* Kernels (one op may have several: variants picked by params). ---------- */
 
-/* Inverse and hyperbolic trigonometry, xlogy and mse_loss's squared difference. */
+/* Inverse and hyperbolic trigonometry, xlogy and the losses' elementwise steps. */
 #define PW_TRIG(X)                                                                           \
-  X(ASIN) X(ACOS) X(ATAN) X(SINH) X(COSH) X(ASINH) X(ACOSH) X(ATANH) X(XLOGY) X(SQUARED_DIFF)
+  X(ASIN) X(ACOS) X(ATAN) X(SINH) X(COSH) X(ASINH) X(ACOSH) X(ATANH) X(XLOGY) X(SQUARED_DIFF) \
+  X(SMOOTH_L1) X(HUBER) X(SMOOTH_L1_BACKWARD) X(HUBER_BACKWARD)
 
 /* Kernels that round a step to the compute dtype as PyTorch's CPU does for
  * bf16 / fp16, one per dtype (kernel_of picks by the node's compute dtype)
  * so that the float32 one stays free of the rounding and vectorises: the
  * fp16 sigmoid backward (every step), log_sigmoid's backward (e^-|x|, the
- * CPU's buffer), xlogy (log y), mse's squared difference (x - y). Float
- * kernels only (no float64 forms). */
+ * CPU's buffer), xlogy (log y), mse's squared difference (x - y), bf16
+ * huber, huber's backward and fp16 smooth_l1 (every step). Float kernels
+ * only (no float64 forms). */
 #define PW_ROUNDED16(X)                                                                      \
   X(SIGMOID_BACKWARD_F16) X(LOG_SIGMOID_BACKWARD_BF16) X(LOG_SIGMOID_BACKWARD_F16)           \
-  X(XLOGY_BF16) X(XLOGY_F16) X(SQUARED_DIFF_BF16) X(SQUARED_DIFF_F16)
+  X(XLOGY_BF16) X(XLOGY_F16) X(SQUARED_DIFF_BF16) X(SQUARED_DIFF_F16) X(SMOOTH_L1_F16)       \
+  X(HUBER_BF16) X(HUBER_BACKWARD_BF16) X(HUBER_BACKWARD_F16)
 
 /* The activations after hardtanh and their backwards (ELU's backward has
  * two kernels: from self, or from the forward's result). */
 #define PW_ACTIVATIONS(X)                                                                    \
   X(ELU) X(SOFTPLUS) X(HARDSWISH) X(HARDSIGMOID) X(MISH) X(LOG_SIGMOID) X(ELU_BACKWARD)      \
   X(ELU_BACKWARD_RESULT) X(SOFTPLUS_BACKWARD) X(HARDSWISH_BACKWARD) X(HARDSIGMOID_BACKWARD)  \
-  X(MISH_BACKWARD) X(LOG_SIGMOID_BACKWARD)
+  X(MISH_BACKWARD) X(LOG_SIGMOID_BACKWARD) X(SOFTSHRINK) X(HARDSHRINK) X(SHRINK_BACKWARD)     \
+  X(GLU) X(GLU_BACKWARD)
 
 #define PW_KERNELS(X)                                                                        \
   X(NEG) X(ABS) X(EXP) X(EXP2) X(LOG) X(LOG2) X(LOG10) X(LOG1P) X(EXPM1) X(SQRT) X(RSQRT)    \
@@ -193,6 +197,46 @@ typedef enum { PW_KERNELS(KENUM) K_COUNT } pw_kernel_t;
 #define EF_LOG_SIGMOID_BACKWARD(a, b, c) pw_log_sigmoid_bwd(a, b, 0)
 #define EF_LOG_SIGMOID_BACKWARD_BF16(a, b, c) pw_log_sigmoid_bwd(a, b, 1)
 #define EF_LOG_SIGMOID_BACKWARD_F16(a, b, c) pw_log_sigmoid_bwd(a, b, 2)
+/* shrinks as the CPU's vector loops: NaN passes softshrink and stops both backwards */
+#define EF_SOFTSHRINK(a, b, c) \
+  ((a) > p0 ? (a) - p0 : (a) < -p0 ? (a) + p0 : (a) != (a) ? (a) : 0.0f)
+#define EF_HARDSHRINK(a, b, c) ((a) >= -p0 && (a) <= p0 ? 0.0f : (a))
+#define EF_SHRINK_BACKWARD(a, b, c) ((b) > p0 || (b) < -p0 ? (a) : 0.0f)
+#define EF_GLU(a, b, c) ((a) * (1.0f / (1.0f + pw_expf(-(b)))))
+#define EF_GLU_BACKWARD(a, b, c) ((1.0f - (a)) * (a) * (b) * (c))
+/* The losses: R rounds each step to the compute dtype where PyTorch's CPU
+ * runs Vectorized<bf16 / fp16> ops (nothing: float, rounded once) */
+#define EF_SMOOTH_L1(a, b, c) pw_smooth_l1(a, b, p0, )
+#define EF_SMOOTH_L1_F16(a, b, c) pw_smooth_l1(a, b, p0, hpu_round_half)
+#define EF_HUBER(a, b, c) pw_huber(a, b, p0, )
+#define EF_HUBER_BF16(a, b, c) pw_huber(a, b, p0, hpu_round_bf16)
+#define EF_SMOOTH_L1_BACKWARD(a, b, c) pw_smooth_l1_bwd(a, b, c, p0, p1, )
+#define EF_HUBER_BACKWARD(a, b, c) pw_huber_bwd(a, b, c, p0, p1, )
+#define EF_HUBER_BACKWARD_BF16(a, b, c) pw_huber_bwd(a, b, c, p0, p1, hpu_round_bf16)
+#define EF_HUBER_BACKWARD_F16(a, b, c) pw_huber_bwd(a, b, c, p0, p1, hpu_round_half)
+/* (macros, so that R may be empty: no call at all in the float kernels) */
+#define pw_smooth_l1(a, b, beta, R)                                              \
+  ({                                                                            \
+    float z_ = fabsf(R((a) - (b))), bt_ = R(beta);                              \
+    z_ >= bt_ ? R(z_ - R(0.5f * bt_)) : R(R(R(0.5f * z_) * z_) / bt_);           \
+  })
+#define pw_huber(a, b, delta, R)                                                 \
+  ({                                                                            \
+    float z_ = fabsf(R((a) - (b))), d_ = R(delta);                              \
+    z_ >= d_ ? R(d_ * R(z_ - R(0.5f * d_))) : R(R(0.5f * z_) * z_);              \
+  })
+#define pw_smooth_l1_bwd(x, y, g, beta, norm, R)                                 \
+  ({                                                                            \
+    float d_ = R((x) - (y)), bt_ = R(beta);                                     \
+    float o_ = fabsf(d_) >= bt_ ? (d_ > 0 ? 1.0f : -1.0f) : R(d_ / bt_);        \
+    R(R(R(norm) * o_) * (g));                                                   \
+  })
+#define pw_huber_bwd(x, y, g, delta, norm, R)                                    \
+  ({                                                                            \
+    float d_ = R((x) - (y)), dl_ = R(delta);                                    \
+    float o_ = fabsf(d_) >= dl_ ? (d_ > 0 ? dl_ : -dl_) : d_;                   \
+    R(R(R(norm) * o_) * (g));                                                   \
+  })
 
 static inline float pw_maxf(float a, float b) { return a < b ? b : a; }
 static inline float pw_minf(float a, float b) { return b < a ? b : a; }
@@ -331,6 +375,14 @@ static inline float pw_silu_bwd(float dy, float x) {
 #define ED_ATANH(a, b, c) atanh(a)
 #define ED_XLOGY(a, b, c) ((b) != (b) ? NAN : (a) == 0 ? 0.0 : (a) * log(b))
 #define ED_SQUARED_DIFF(a, b, c) (((a) - (b)) * ((a) - (b)))
+#define ED_SMOOTH_L1(a, b, c) \
+  (fabs((a) - (b)) >= p0 ? fabs((a) - (b)) - 0.5 * p0 : 0.5 * fabs((a) - (b)) * fabs((a) - (b)) / p0)
+#define ED_HUBER(a, b, c) \
+  (fabs((a) - (b)) >= p0 ? p0 * (fabs((a) - (b)) - 0.5 * p0) : 0.5 * fabs((a) - (b)) * fabs((a) - (b)))
+#define ED_SMOOTH_L1_BACKWARD(a, b, c)                                                     \
+  (p1 * (fabs((a) - (b)) >= p0 ? ((a) - (b) > 0 ? 1.0 : -1.0) : ((a) - (b)) / p0) * (c))
+#define ED_HUBER_BACKWARD(a, b, c) \
+  (p1 * (fabs((a) - (b)) >= p0 ? ((a) - (b) > 0 ? p0 : -p0) : (a) - (b)) * (c))
 #define ED_POW(a, b, c) pow(a, b)
 #define ED_POW_SQ(a, b, c) ((a) * (a))
 #define ED_POW_CUBE(a, b, c) ((a) * (a) * (a))
@@ -378,6 +430,11 @@ static inline float pw_silu_bwd(float dy, float x) {
 #define ED_MISH_BACKWARD(a, b, c)                                                         \
   ((a) * (tanh(log1p(exp(b))) +                                                         \
           (b) * (1.0 / (1.0 + exp(-(b)))) * (1.0 - tanh(log1p(exp(b))) * tanh(log1p(exp(b))))))
+#define ED_SOFTSHRINK(a, b, c) ((a) > p0 ? (a) - p0 : (a) < -p0 ? (a) + p0 : (a) != (a) ? (a) : 0.0)
+#define ED_HARDSHRINK(a, b, c) ((a) >= -p0 && (a) <= p0 ? 0.0 : (a))
+#define ED_SHRINK_BACKWARD(a, b, c) ((b) > p0 || (b) < -p0 ? (a) : 0.0)
+#define ED_GLU(a, b, c) ((a) * (1.0 / (1.0 + exp(-(b)))))
+#define ED_GLU_BACKWARD(a, b, c) ((1.0 - (a)) * (a) * (b) * (c))
 #define ED_LOG_SIGMOID_BACKWARD(a, b, c)                                                  \
   (((b) < 0 ? 1.0 : 0.0) - ((b) < 0 ? 1.0 : -1.0) * (exp(-fabs(b)) / (1.0 + exp(-fabs(b))))) * (a)
 
@@ -794,7 +851,7 @@ static int fam_of(hpu_dtype_t cdt) {
 static int arity_of(hpu_op_t op) {
   if (op >= HPU_OP_NEG && op <= HPU_OP_LOG_SIGMOID) return 1;
   if (op >= HPU_OP_MAXIMUM && op <= HPU_OP_LOG_SIGMOID_BACKWARD) return 2;
-  if (op >= HPU_OP_CLAMP && op <= HPU_OP_ADDCDIV) return 3;
+  if (op >= HPU_OP_CLAMP && op <= HPU_OP_GLU_BACKWARD) return 3;
   if (op == HPU_OP_ARANGE) return 0;
   return -1;
 }
@@ -818,6 +875,8 @@ static pw_kernel_t kernel_of(const hpu_node_t *node, int fam) {
     MAP(ELU) MAP(SOFTPLUS) MAP(HARDSWISH) MAP(HARDSIGMOID) MAP(MISH) MAP(LOG_SIGMOID)
     MAP(SOFTPLUS_BACKWARD) MAP(HARDSWISH_BACKWARD) MAP(HARDSIGMOID_BACKWARD) MAP(MISH_BACKWARD)
     MAP(ASIN) MAP(ACOS) MAP(ATAN) MAP(SINH) MAP(COSH) MAP(ASINH) MAP(ACOSH) MAP(ATANH)
+    MAP(SOFTSHRINK) MAP(HARDSHRINK) MAP(SHRINK_BACKWARD) MAP(GLU) MAP(GLU_BACKWARD)
+    MAP(SMOOTH_L1_BACKWARD)
 #undef MAP
     case HPU_OP_BITWISE_NOT:
       return node->compute_dtype == HPU_BOOL ? K_LOGICAL_NOT : K_BITWISE_NOT;
@@ -833,7 +892,12 @@ static pw_kernel_t kernel_of(const hpu_node_t *node, int fam) {
     BY_DTYPE(LOG_SIGMOID_BACKWARD)
     BY_DTYPE(XLOGY)
     BY_DTYPE(SQUARED_DIFF)
+    BY_DTYPE(HUBER_BACKWARD)
 #undef BY_DTYPE
+    case HPU_OP_SMOOTH_L1:
+      return node->compute_dtype == HPU_FLOAT16 ? K_SMOOTH_L1_F16 : K_SMOOTH_L1;
+    case HPU_OP_HUBER:
+      return node->compute_dtype == HPU_BFLOAT16 ? K_HUBER_BF16 : K_HUBER;
     case HPU_OP_CLAMP:
       switch (p->i[0] & 3) {
         case 1: return K_CLAMP_MIN;

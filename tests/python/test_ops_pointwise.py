@@ -391,7 +391,8 @@ ALL16_FORWARD = {
     "exp2": torch.exp2, "tan": torch.tan, "log10": torch.log10,
 }
 ALL16_FORWARD.update({"acos": torch.acos, "atan": torch.atan, "asinh": torch.asinh, "acosh": torch.acosh,
-                      "atanh": torch.atanh, "sgn": torch.sgn})
+                      "atanh": torch.atanh, "sgn": torch.sgn, "softshrink": F.softshrink,
+                      "hardshrink": F.hardshrink})
 # bf16 sinh / cosh of +-89 overflow to inf on the CPU (its float sinh goes
 # through e^89), hpu gives the finite bf16 result; fp16 asin differs in two.
 ALL16_FORWARD_ONLY = {
@@ -400,8 +401,14 @@ ALL16_FORWARD_ONLY = {
 }
 ALL16_BACKWARD = {"elu": F.elu, "selu": F.selu, "softplus": F.softplus, "hardswish": F.hardswish,
                   "hardsigmoid": F.hardsigmoid, "logsigmoid": F.logsigmoid, "tanh": torch.tanh,
-                  "sigmoid": torch.sigmoid, "leaky_relu": F.leaky_relu}
+                  "sigmoid": torch.sigmoid, "leaky_relu": F.leaky_relu, "softshrink": F.softshrink,
+                  "hardshrink": F.hardshrink}
 ALL16_BACKWARD_BF16_ONLY = {"mish": F.mish, "silu": F.silu}
+# (x, y) -> elementwise values; checked with their gradients wrt x and y.
+ALL16_PAIRS = {"smooth_l1": lambda a, b: F.smooth_l1_loss(a, b, reduction="none", beta=0.7),
+               "smooth_l1 beta 0": lambda a, b: F.smooth_l1_loss(a, b, reduction="none", beta=0.0),
+               "huber": lambda a, b: F.huber_loss(a, b, reduction="none", delta=1.3),
+               "glu": lambda a, b: F.glu(torch.cat([a, b]), 0)}
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
@@ -430,6 +437,18 @@ def test_every_16_bit_value_matches_cpu(dtype, fallback_counts):
     exp, got = torch.xlogy(y, x), torch.xlogy(y.to("hpu"), xh).cpu()
     if not ((exp == got) | (exp.isnan() & got.isnan())).all():
         differ["xlogy"] = int((~((exp == got) | (exp.isnan() & got.isnan()))).sum())
+    # every value against random partners (y as above, with its zeros)
+    for name, f in ALL16_PAIRS.items():
+        xc, yc = x.clone().requires_grad_(), y.clone().requires_grad_()
+        xg, yg = xh.clone().requires_grad_(), y.to("hpu").requires_grad_()
+        outc, outg = f(xc, yc), f(xg, yg)
+        outc.backward(g)
+        outg.backward(g.to("hpu"))
+        for what, exp, got in [("", outc.detach(), outg.detach().cpu()), (" grad x", xc.grad, xg.grad.cpu()),
+                               (" grad y", yc.grad, yg.grad.cpu())]:
+            bad = ~((exp == got) | (exp.isnan() & got.isnan()))
+            if bad.any():
+                differ[name + what] = int(bad.sum())
     assert differ == {}, f"values that differ from the CPU's: {differ}"
     assert fallback_counts() == {}
 
@@ -565,3 +584,72 @@ def test_fused_adam_bf16_and_grad_scale(fallback_counts):
     for c, h in zip(*res):
         assert_close_to_cpu(h, c, **tol(torch.bfloat16, False))
     assert fallback_counts() == {}
+
+
+LOSSES = {"smooth_l1": lambda a, b, r: F.smooth_l1_loss(a, b, reduction=r, beta=0.5),
+          "huber": lambda a, b, r: F.huber_loss(a, b, reduction=r, delta=0.8)}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+@pytest.mark.parametrize("name", list(LOSSES))
+def test_smooth_l1_and_huber_losses(name, reduction, dtype, fallback_counts):
+    f = LOSSES[name]
+    x, t = make((37, 5), dtype, seed=3), make((37, 5), dtype, seed=4)
+    xc, xh = x.clone().requires_grad_(), x.to("hpu").requires_grad_()
+    lc, lh = f(xc, t, reduction), f(xh, t.to("hpu"), reduction)
+    g = make(lc.shape, dtype, seed=5)
+    lc.backward(g)
+    lh.backward(g.to("hpu"))
+    loose = dict(rtol=2e-2, atol=1e-2) if dtype == torch.bfloat16 and reduction != "none" else tol(dtype, False)
+    assert_close_to_cpu(lh, lc.detach(), **loose)
+    assert_close_to_cpu(xh.grad, xc.grad, **tol(dtype, False))
+    # a broadcast target, and out=
+    out = torch.empty(0, dtype=dtype, device="hpu")
+    op = getattr(torch.ops.aten, name + "_loss").out
+    op(x.to("hpu"), t[:1].to("hpu"), 0, 0.5, out=out)
+    assert_close_to_cpu(out, getattr(torch.ops.aten, name + "_loss")(x, t[:1], 0, 0.5), **tol(dtype, False))
+    assert fallback_counts() == {}
+
+
+def test_shrink_and_glu_with_gradients(fallback_counts):
+    x = make((6, 10), torch.float32, seed=6)
+    for f in (lambda t: F.softshrink(t, 0.7), lambda t: F.hardshrink(t, 1.5), lambda t: F.glu(t, 1),
+              lambda t: F.glu(t.t(), 0), lambda t: F.glu(t, 0)):
+        xc, xh = x.clone().requires_grad_(), x.to("hpu").requires_grad_()
+        yc, yh = f(xc), f(xh)
+        g = make(yc.shape, torch.float32, seed=7)
+        yc.backward(g)
+        yh.backward(g.to("hpu"))
+        assert_close_to_cpu(yh, yc.detach(), **tol(torch.float32, False))
+        assert_close_to_cpu(xh.grad, xc.grad, **tol(torch.float32, False))
+    out = torch.empty(0, device="hpu")
+    torch.ops.aten.glu.out(x.to("hpu"), -1, out=out)
+    assert_close_to_cpu(out, F.glu(x, -1), **tol(torch.float32, False))
+    torch.ops.aten.softshrink.out(x.to("hpu"), 0.5, out=out)
+    assert_close_to_cpu(out, F.softshrink(x, 0.5), rtol=0, atol=0)
+    assert fallback_counts() == {}
+
+
+def test_losses_shrink_glu_bad_input():
+    h = torch.randn(4, 3, device="hpu")
+    i = torch.arange(4, device="hpu")
+    cases = [
+        (RuntimeError, "does not support negative values for beta", lambda: F.smooth_l1_loss(h, h, beta=-1.0)),
+        (RuntimeError, "does not support non-positive values for delta", lambda: F.huber_loss(h, h, delta=0.0)),
+        (RuntimeError, r"lambda must be in range \[0, 3.40282e\+38\] for input dtype Float, but found -1",
+         lambda: F.softshrink(h, -1.0)),
+        (RuntimeError, "Halving dimension must be even, but dimension 1 is size 3", lambda: F.glu(h, 1)),
+        (RuntimeError, "glu does not support scalars", lambda: F.glu(torch.tensor(1.0, device="hpu"))),
+        (NotImplementedError, "smooth_l1_cpu", lambda: torch.ops.aten.smooth_l1_loss(i, i, 1, 1.0)),
+        (NotImplementedError, "huber_cpu", lambda: torch.ops.aten.huber_loss(i, i, 1, 1.0)),
+        (NotImplementedError, "softshrink_check", lambda: F.softshrink(i)),
+        (NotImplementedError, "hardshrink_cpu", lambda: F.hardshrink(i)),
+        (NotImplementedError, "glu_cpu", lambda: F.glu(i)),
+        (RuntimeError, "same device", lambda: F.smooth_l1_loss(h, h.cpu())),
+    ]
+    for exc, msg, f in cases:
+        with pytest.raises(exc, match=msg):
+            f()
+    # the card stays usable
+    assert_close_to_cpu(F.softshrink(h, 0.5), F.softshrink(h.cpu(), 0.5), rtol=0, atol=0)
