@@ -861,6 +861,63 @@ at::Tensor hpu_glu_backward(const at::Tensor& grad, const at::Tensor& self, int6
   return hpu_glu_backward_out(grad, self, dim, out);
 }
 
+// binary_cross_entropy: the loss per element on the card (an input or a
+// target outside [0, 1] raises at the next synchronisation, with the CPU's
+// message, where the CPU raises at once), then the weight, then the mean or
+// the sum, as the CPU's. The backward has no such check on the CPU either.
+void check_bce_dtypes(const char* name, const at::Tensor& self, std::initializer_list<const at::Tensor*> others) {
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()), "\"", name, "\" not implemented for '",
+                              self.scalar_type(), "'");
+  for (const at::Tensor* t : others)
+    TORCH_CHECK(t->scalar_type() == self.scalar_type(), "Found dtype ", t->scalar_type(), " but expected ",
+                self.scalar_type());
+}
+at::Tensor hpu_binary_cross_entropy(const at::Tensor& self, const at::Tensor& target,
+                                    const std::optional<at::Tensor>& weight, int64_t reduction) {
+  check_same_device("binary_cross_entropy", {&self, &target});
+  check_bce_dtypes("binary_cross_entropy", self, {&target});
+  // the CPU's loss starts as self's shape and is resized (with its
+  // warning) when the target broadcasts beyond it
+  at::Tensor loss = new_hpu_tensor(self.sizes(), self.scalar_type(), self.device().index());
+  auto shape = at::infer_size(self.sizes(), target.sizes());
+  at::native::resize_output(loss, shape);
+  if (loss.numel() > 0) {
+    hpu_node_t node;
+    init_node(&node, HPU_OP_BINARY_CROSS_ENTROPY);
+    node.num_outputs = 1;
+    fill_desc(&node.outputs[0], loss);
+    node.num_inputs = 2;
+    fill_desc(&node.inputs[0], self.expand(shape));
+    fill_desc(&node.inputs[1], target.expand(shape));
+    node.compute_dtype = to_hpu_dtype(self.scalar_type());
+    launch(loss.device().index(), node);
+  }
+  if (weight && weight->defined()) loss.mul_(*weight);
+  if (reduction == 1) return at::mean(loss);
+  if (reduction == 2) return at::sum(loss);
+  return loss;
+}
+at::Tensor& hpu_binary_cross_entropy_out(const at::Tensor& self, const at::Tensor& target,
+                                         const std::optional<at::Tensor>& weight, int64_t reduction,
+                                         at::Tensor& out) {
+  return into_out(hpu_binary_cross_entropy(self, target, weight, reduction), out);
+}
+at::Tensor& hpu_binary_cross_entropy_backward_out(const at::Tensor& grad, const at::Tensor& self,
+                                                  const at::Tensor& target, const std::optional<at::Tensor>& weight,
+                                                  int64_t reduction, at::Tensor& grad_input) {
+  check_bce_dtypes("binary_cross_entropy_backward", self, {&target, &grad});
+  auto t = self.scalar_type();
+  pw_into("binary_cross_entropy_backward", HPU_OP_BCE_BACKWARD, grad_input, false, {self, target, grad}, t, t);
+  if (weight && weight->defined()) grad_input.mul_(*weight);
+  if (reduction == 1) grad_input.div_(static_cast<double>(self.numel()));
+  return grad_input;
+}
+at::Tensor hpu_binary_cross_entropy_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
+                                             const std::optional<at::Tensor>& weight, int64_t reduction) {
+  at::Tensor out = at::empty({0}, self.options());
+  return hpu_binary_cross_entropy_backward_out(grad, self, target, weight, reduction, out);
+}
+
 // Comparisons: bool results (in place: into self's dtype).
 template <hpu_op_t OP>
 at::Tensor cmp(const at::Tensor& a, const at::Tensor& b) {
@@ -1435,6 +1492,10 @@ TORCH_LIBRARY_IMPL(aten, HPU, m) {
   m.impl("softshrink_backward.grad_input", TORCH_FN(hpu_shrink_backward_out));
   m.impl("hardshrink_backward", TORCH_FN(hpu_shrink_backward));
   m.impl("hardshrink_backward.grad_input", TORCH_FN(hpu_shrink_backward_out));
+  m.impl("binary_cross_entropy", TORCH_FN(hpu_binary_cross_entropy));
+  m.impl("binary_cross_entropy.out", TORCH_FN(hpu_binary_cross_entropy_out));
+  m.impl("binary_cross_entropy_backward", TORCH_FN(hpu_binary_cross_entropy_backward));
+  m.impl("binary_cross_entropy_backward.grad_input", TORCH_FN(hpu_binary_cross_entropy_backward_out));
   m.impl("glu", TORCH_FN(hpu_glu));
   m.impl("glu.out", TORCH_FN(hpu_glu_out));
   m.impl("glu_backward", TORCH_FN(hpu_glu_backward));

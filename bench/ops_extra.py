@@ -35,6 +35,18 @@ def cases():
         out[f"{name} 1M fp32"] = (lambda t, f=f: f(t), [x1m])
     out["mish backward 1M fp32"] = (lambda g_, t: torch.ops.aten.mish_backward(g_, t), [d1m, x1m])
     out["mse_loss 1M fp32"] = (lambda a, b: F.mse_loss(a, b), [x1m, d1m])
+    out["smooth_l1_loss 1M fp32"] = (lambda a, b: F.smooth_l1_loss(a, b, beta=0.5), [x1m, d1m])
+    out["huber_loss 1M fp32"] = (lambda a, b: F.huber_loss(a, b, delta=0.5), [x1m, d1m])
+    out["smooth_l1 backward 1M fp32"] = (
+        lambda g_, a, b: torch.ops.aten.smooth_l1_loss_backward(g_, a, b, 0, 0.5), [x1m, d1m, x1m])
+    p1m, t1m = torch.sigmoid(x1m), torch.rand(1 << 20, generator=g)
+    out["binary_cross_entropy 1M fp32"] = (lambda p_, t_: F.binary_cross_entropy(p_, t_), [p1m, t1m])
+    out["binary_cross_entropy backward 1M fp32"] = (
+        lambda g_, p_, t_: torch.ops.aten.binary_cross_entropy_backward(g_, p_, t_, None, 0), [d1m, p1m, t1m])
+    out["softshrink 1M fp32"] = (lambda t: F.softshrink(t, 0.5), [x1m])
+    out["glu [1024x2048] fp32"] = (lambda t: F.glu(t, -1), [torch.cat([x1m, d1m]).view(1024, 2048)])
+    out["glu backward [1024x2048] fp32"] = (
+        lambda g_, t: torch.ops.aten.glu_backward(g_, t, -1), [x1m.view(1024, 1024), torch.cat([x1m, d1m]).view(1024, 2048)])
     m = x1m.view(1024, 1024)
     out["flip(1) [1024x1024]"] = (lambda t: t.flip(1), [m])
     out["roll(5, 1) [1024x1024]"] = (lambda t: t.roll(5, 1), [m])

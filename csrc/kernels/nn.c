@@ -437,6 +437,20 @@ static hpu_status_t validate_sort(const hpu_node_t *n) {
   return HPU_SUCCESS;
 }
 
+static hpu_status_t validate_bce(const hpu_node_t *n) {
+  const char *name = hpu_op_name(n->op);
+  TRY(counts(n, 2, 2, 1, 1));
+  TRY(check_out(n, 0));
+  TRY(need_float(name, &n->outputs[0], "the output"));
+  for (int i = 0; i < 2; i++) {
+    TRY(same_shape(name, &n->inputs[i], &n->outputs[0], "input and output"));
+    if (n->inputs[i].dtype != n->outputs[0].dtype)
+      return hpu_error(INVALID, "%s: input %d is %s, the output %s", name, i, hpu_dtype_name(n->inputs[i].dtype),
+                       hpu_dtype_name(n->outputs[0].dtype));
+  }
+  return HPU_SUCCESS;
+}
+
 hpu_status_t hpu_validate_nn(const hpu_node_t *node) {
   switch (node->op) {
     case HPU_OP_REDUCE: return validate_reduce(node);
@@ -456,6 +470,7 @@ hpu_status_t hpu_validate_nn(const hpu_node_t *node) {
     case HPU_OP_EMBEDDING_BACKWARD: return validate_embedding_backward(node);
     case HPU_OP_INDEX: case HPU_OP_INDEX_PUT: return validate_index(node);
     case HPU_OP_SORT: return validate_sort(node);
+    case HPU_OP_BINARY_CROSS_ENTROPY: return validate_bce(node);
     default:
       return hpu_error(HPU_ERROR_UNSUPPORTED, "%s: no kernel in this build", hpu_op_name(node->op));
   }
@@ -481,6 +496,7 @@ hpu_status_t hpu_execute_nn(const hpu_node_t *node) {
     case HPU_OP_EMBEDDING_BACKWARD: return hpu_nn_embedding_backward(node);
     case HPU_OP_INDEX: case HPU_OP_INDEX_PUT: return hpu_nn_index(node);
     case HPU_OP_SORT: hpu_nn_sort(node); return HPU_SUCCESS;
+    case HPU_OP_BINARY_CROSS_ENTROPY: return hpu_nn_binary_cross_entropy(node);
     default:
       return hpu_error(HPU_ERROR_INTERNAL, "%s: no kernel in this build", hpu_op_name(node->op));
   }

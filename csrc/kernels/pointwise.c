@@ -40,19 +40,21 @@
 /* Inverse and hyperbolic trigonometry, xlogy and the losses' elementwise steps. */
 #define PW_TRIG(X)                                                                           \
   X(ASIN) X(ACOS) X(ATAN) X(SINH) X(COSH) X(ASINH) X(ACOSH) X(ATANH) X(XLOGY) X(SQUARED_DIFF) \
-  X(SMOOTH_L1) X(HUBER) X(SMOOTH_L1_BACKWARD) X(HUBER_BACKWARD)
+  X(SMOOTH_L1) X(HUBER) X(SMOOTH_L1_BACKWARD) X(HUBER_BACKWARD) X(BCE_BACKWARD)
 
 /* Kernels that round a step to the compute dtype as PyTorch's CPU does for
  * bf16 / fp16, one per dtype (kernel_of picks by the node's compute dtype)
  * so that the float32 one stays free of the rounding and vectorises: the
  * fp16 sigmoid backward (every step), log_sigmoid's backward (e^-|x|, the
  * CPU's buffer), xlogy (log y), mse's squared difference (x - y), bf16
- * huber, huber's backward and fp16 smooth_l1 (every step). Float kernels
+ * huber, huber's and binary cross entropy's backwards and fp16 smooth_l1
+ * (every step). Float kernels
  * only (no float64 forms). */
 #define PW_ROUNDED16(X)                                                                      \
   X(SIGMOID_BACKWARD_F16) X(LOG_SIGMOID_BACKWARD_BF16) X(LOG_SIGMOID_BACKWARD_F16)           \
   X(XLOGY_BF16) X(XLOGY_F16) X(SQUARED_DIFF_BF16) X(SQUARED_DIFF_F16) X(SMOOTH_L1_F16)       \
-  X(HUBER_BF16) X(HUBER_BACKWARD_BF16) X(HUBER_BACKWARD_F16)
+  X(HUBER_BF16) X(HUBER_BACKWARD_BF16) X(HUBER_BACKWARD_F16) X(BCE_BACKWARD_BF16)            \
+  X(BCE_BACKWARD_F16)
 
 /* The activations after hardtanh and their backwards (ELU's backward has
  * two kernels: from self, or from the forward's result). */
@@ -214,7 +216,15 @@ typedef enum { PW_KERNELS(KENUM) K_COUNT } pw_kernel_t;
 #define EF_HUBER_BACKWARD(a, b, c) pw_huber_bwd(a, b, c, p0, p1, )
 #define EF_HUBER_BACKWARD_BF16(a, b, c) pw_huber_bwd(a, b, c, p0, p1, hpu_round_bf16)
 #define EF_HUBER_BACKWARD_F16(a, b, c) pw_huber_bwd(a, b, c, p0, p1, hpu_round_half)
+#define EF_BCE_BACKWARD(a, b, c) pw_bce_bwd(a, b, c, )
+#define EF_BCE_BACKWARD_BF16(a, b, c) pw_bce_bwd(a, b, c, hpu_round_bf16)
+#define EF_BCE_BACKWARD_F16(a, b, c) pw_bce_bwd(a, b, c, hpu_round_half)
 /* (macros, so that R may be empty: no call at all in the float kernels) */
+#define pw_bce_bwd(x, y, g, R)                                                   \
+  ({                                                                            \
+    float den_ = R(R(1.0f - (x)) * (x)), eps_ = R(1e-12f);                      \
+    R(R((g) * R((x) - (y))) / (den_ < eps_ ? eps_ : den_));                     \
+  })
 #define pw_smooth_l1(a, b, beta, R)                                              \
   ({                                                                            \
     float z_ = fabsf(R((a) - (b))), bt_ = R(beta);                              \
@@ -381,6 +391,8 @@ static inline float pw_silu_bwd(float dy, float x) {
   (fabs((a) - (b)) >= p0 ? p0 * (fabs((a) - (b)) - 0.5 * p0) : 0.5 * fabs((a) - (b)) * fabs((a) - (b)))
 #define ED_SMOOTH_L1_BACKWARD(a, b, c)                                                     \
   (p1 * (fabs((a) - (b)) >= p0 ? ((a) - (b) > 0 ? 1.0 : -1.0) : ((a) - (b)) / p0) * (c))
+#define ED_BCE_BACKWARD(a, b, c) \
+  ((c) * ((a) - (b)) / ((1.0 - (a)) * (a) < 1e-12 ? 1e-12 : (1.0 - (a)) * (a)))
 #define ED_HUBER_BACKWARD(a, b, c) \
   (p1 * (fabs((a) - (b)) >= p0 ? ((a) - (b) > 0 ? p0 : -p0) : (a) - (b)) * (c))
 #define ED_POW(a, b, c) pow(a, b)
@@ -851,7 +863,7 @@ static int fam_of(hpu_dtype_t cdt) {
 static int arity_of(hpu_op_t op) {
   if (op >= HPU_OP_NEG && op <= HPU_OP_LOG_SIGMOID) return 1;
   if (op >= HPU_OP_MAXIMUM && op <= HPU_OP_LOG_SIGMOID_BACKWARD) return 2;
-  if (op >= HPU_OP_CLAMP && op <= HPU_OP_GLU_BACKWARD) return 3;
+  if (op >= HPU_OP_CLAMP && op <= HPU_OP_BCE_BACKWARD) return 3;
   if (op == HPU_OP_ARANGE) return 0;
   return -1;
 }
@@ -893,6 +905,7 @@ static pw_kernel_t kernel_of(const hpu_node_t *node, int fam) {
     BY_DTYPE(XLOGY)
     BY_DTYPE(SQUARED_DIFF)
     BY_DTYPE(HUBER_BACKWARD)
+    BY_DTYPE(BCE_BACKWARD)
 #undef BY_DTYPE
     case HPU_OP_SMOOTH_L1:
       return node->compute_dtype == HPU_FLOAT16 ? K_SMOOTH_L1_F16 : K_SMOOTH_L1;

@@ -733,6 +733,39 @@ static void test_gather_scatter_index(void) {
   CU_ASSERT_EQUAL(run(&eb), HPU_ERROR_OUT_OF_RANGE);
 }
 
+/* Binary cross entropy by construction: -log(1/2) at x = 1/2, the -100
+ * floor at a certain wrong answer, 0 at a certain right one; a value
+ * outside [0, 1] fails the node with the CPU's message. */
+static void test_binary_cross_entropy(void) {
+  float x[6] = {0.5f, 0.5f, 1.0f, 0.0f, 0.0f, 0.25f}, y[6] = {1, 0, 1, 1, 0, 1}, out[6];
+  double xd[2] = {0.5, 1.0}, yd[2] = {0.0, 0.0}, outd[2];
+  hpu_node_t n = node(HPU_OP_BINARY_CROSS_ENTROPY);
+  n.num_inputs = 2;
+  n.num_outputs = 1;
+  n.inputs[0] = T1(x, HPU_FLOAT32, 6);
+  n.inputs[1] = T1(y, HPU_FLOAT32, 6);
+  n.outputs[0] = T1(out, HPU_FLOAT32, 6);
+  CU_ASSERT_EQUAL_FATAL(run(&n), HPU_SUCCESS);
+  const double expect[6] = {log(2.0), log(2.0), 0, 100, 0, log(4.0)};
+  for (int i = 0; i < 6; i++) CU_ASSERT_DOUBLE_EQUAL(out[i], expect[i], 1e-6);
+  n.inputs[0] = T1(xd, HPU_FLOAT64, 2);
+  n.inputs[1] = T1(yd, HPU_FLOAT64, 2);
+  n.outputs[0] = T1(outd, HPU_FLOAT64, 2);
+  CU_ASSERT_EQUAL_FATAL(run(&n), HPU_SUCCESS);
+  CU_ASSERT_DOUBLE_EQUAL(outd[0], log(2.0), 1e-15);
+  CU_ASSERT_DOUBLE_EQUAL(outd[1], 100.0, 1e-15);
+  xd[0] = 1.5;
+  CU_ASSERT_EQUAL(run(&n), HPU_ERROR_INVALID_ARGUMENT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(hpu_last_error(), "input should be between 0 and 1"));
+  xd[0] = 0.5;
+  yd[1] = NAN;
+  CU_ASSERT_EQUAL(run(&n), HPU_ERROR_INVALID_ARGUMENT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(hpu_last_error(), "target should be between 0 and 1"));
+  /* mixed dtypes are refused before running */
+  n.inputs[1] = T1(y, HPU_FLOAT32, 2);
+  CU_ASSERT_EQUAL(hpu_node_validate(&n), HPU_ERROR_INVALID_ARGUMENT);
+}
+
 static void test_nll_sort(void) {
   float logp[6] = {-1, -2, -3, -4, -5, -6}, loss, tw;
   int64_t t[2] = {2, 0};
@@ -778,6 +811,7 @@ int main(void) {
   CU_add_test(s, "group norm by construction, backward by differences", test_group_norm);
   CU_add_test(s, "gather/scatter/index bounds", test_gather_scatter_index);
   CU_add_test(s, "nll_loss and sort", test_nll_sort);
+  CU_add_test(s, "binary cross entropy by construction", test_binary_cross_entropy);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failed = CU_get_number_of_failures();

@@ -653,3 +653,53 @@ def test_losses_shrink_glu_bad_input():
             f()
     # the card stays usable
     assert_close_to_cpu(F.softshrink(h, 0.5), F.softshrink(h.cpu(), 0.5), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_binary_cross_entropy_and_grad(dtype, reduction, fallback_counts):
+    # bf16 / fp16: every value of [0, 1] (a multiple of 16 of them, so that
+    # none falls in the CPU's scalar tail loop), bit for bit, loss and gradient
+    if dtype in (torch.bfloat16, torch.float16):
+        every = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16).view(dtype)
+        x = every[(every >= 0) & (every <= 1)]
+        x = x[: x.numel() // 16 * 16]
+    else:
+        x = make((4096,), dtype, low=0, high=1, seed=8)
+        x[:2] = torch.tensor([0.0, 1.0])
+    n = x.numel()
+    y = make((n,), dtype, low=0, high=1, seed=9)
+    y[::5], y[1::5] = 0, 1
+    w = make((n,), dtype, low=0, high=2, seed=10)
+    for weight in (None, w):
+        xc, xh = x.clone().requires_grad_(), x.to("hpu").requires_grad_()
+        lc = F.binary_cross_entropy(xc, y, weight=weight, reduction=reduction)
+        lh = F.binary_cross_entropy(xh, y.to("hpu"), weight=None if weight is None else weight.to("hpu"),
+                                    reduction=reduction)
+        g = make(lc.shape, dtype, seed=11)
+        lc.backward(g)
+        lh.backward(g.to("hpu"))
+        exact = dtype in (torch.bfloat16, torch.float16)
+        # (x = 0 with y = 0: 0 / 0 in fp16, whose 1e-12 floor is 0, as on the CPU)
+        assert_close_to_cpu(lh, lc.detach(), equal_nan=True,
+                            **(EXACT if exact and reduction == "none" else tol(dtype, False)))
+        assert_close_to_cpu(xh.grad, xc.grad, equal_nan=True, **(EXACT if exact else tol(dtype, False)))
+    assert fallback_counts() == {}
+
+
+def test_binary_cross_entropy_bad_input():
+    h = torch.tensor([0.25, 0.5, 0.75], device="hpu")
+    # out of [0, 1]: raised when the result is waited for, as the CPU's check does
+    for x, t, what in [(h + 1, h, "input"), (h, h - 1, "target"), (h * float("nan"), h, "input")]:
+        with pytest.raises(RuntimeError, match=f"all elements of {what} should be between 0 and 1"):
+            F.binary_cross_entropy(x, t).item()
+    with pytest.raises(RuntimeError, match="Found dtype Double but expected Float"):
+        torch.ops.aten.binary_cross_entropy(h, h.double())
+    with pytest.raises(NotImplementedError, match="binary_cross_entropy"):
+        torch.ops.aten.binary_cross_entropy(h.long(), h.long())
+    # the card stays usable; out= and a broadcast target
+    out = torch.empty(0, device="hpu")
+    torch.ops.aten.binary_cross_entropy.out(h.view(3, 1).expand(3, 2), h[:2], None, 0, out=out)
+    c = h.cpu()
+    assert_close_to_cpu(out, torch.ops.aten.binary_cross_entropy(c.view(3, 1).expand(3, 2), c[:2], None, 0),
+                        rtol=0, atol=0)
