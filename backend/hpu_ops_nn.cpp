@@ -709,6 +709,58 @@ at::Tensor& nll_loss_backward_out(const at::Tensor& grad_output, const at::Tenso
   return grad_input;
 }
 
+// nll_loss2d: nll_loss over the N * H * W rows of C classes of the
+// channels-last input (one copy of it), reshaped back.
+void nll2d_check(const at::Tensor& self, const at::Tensor& target, const std::optional<at::Tensor>& weight) {
+  TORCH_CHECK(self.dim() == 4, "only batches of spatial inputs supported (4D tensors), but got input of dimension: ",
+              self.dim());
+  TORCH_CHECK(target.dim() == 3, "only batches of spatial targets supported (3D tensors) but got targets of dimension: ",
+              target.dim());
+  TORCH_CHECK(self.size(0) == target.size(0) && self.size(2) == target.size(1) && self.size(3) == target.size(2),
+              "size mismatch (got input: ", self.sizes(), " , target: ", target.sizes());
+  if (defined(weight))
+    TORCH_CHECK(weight->numel() == self.size(1), "weight tensor should be defined either for all or no classes");
+}
+std::tuple<at::Tensor&, at::Tensor&> nll_loss2d_forward_out(const at::Tensor& self, const at::Tensor& target,
+                                                            const std::optional<at::Tensor>& weight,
+                                                            int64_t reduction, int64_t ignore_index,
+                                                            at::Tensor& output, at::Tensor& total_weight) {
+  check_same_device("nll_loss2d_forward", {&self, &target, opt_ptr(weight)});
+  nll2d_check(self, target, weight);
+  at::Tensor rows = self.permute({0, 2, 3, 1}).reshape({-1, self.size(1)});
+  at::Tensor out = at::empty({0}, self.options()), tw = at::empty({0}, self.options());
+  nll_loss_forward_out(rows, target.reshape({-1}), weight, reduction, ignore_index, out, tw);
+  into_out(reduction == 0 ? out.view(target.sizes()) : out, output);
+  into_out(tw, total_weight);
+  return {output, total_weight};
+}
+std::tuple<at::Tensor, at::Tensor> nll_loss2d_forward(const at::Tensor& self, const at::Tensor& target,
+                                                      const std::optional<at::Tensor>& weight, int64_t reduction,
+                                                      int64_t ignore_index) {
+  at::Tensor output = at::empty({0}, self.options()), total_weight = at::empty({0}, self.options());
+  nll_loss2d_forward_out(self, target, weight, reduction, ignore_index, output, total_weight);
+  return {output, total_weight};
+}
+at::Tensor& nll_loss2d_backward_out(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+                                    const std::optional<at::Tensor>& weight, int64_t reduction, int64_t ignore_index,
+                                    const at::Tensor& total_weight, at::Tensor& grad_input) {
+  check_same_device("nll_loss2d_backward", {&grad_output, &self, &target, &total_weight});
+  nll2d_check(self, target, weight);
+  int64_t N = self.size(0), C = self.size(1), H = self.size(2), W = self.size(3);
+  // the row kernel reads only the input's shape: a zero-stride stand-in
+  at::Tensor shape_of_rows = at::empty({}, self.options()).expand({N * H * W, C});
+  at::Tensor rows = at::empty({N * H * W, C}, self.options());
+  nll_loss_backward_out(reduction == 0 ? grad_output.reshape({-1}) : grad_output, shape_of_rows, target.reshape({-1}),
+                        weight, reduction, ignore_index, total_weight, rows);
+  return into_out(rows.view({N, H, W, C}).permute({0, 3, 1, 2}), grad_input);
+}
+at::Tensor nll_loss2d_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+                               const std::optional<at::Tensor>& weight, int64_t reduction, int64_t ignore_index,
+                               const at::Tensor& total_weight) {
+  at::Tensor grad_input = at::empty({0}, self.options());
+  return nll_loss2d_backward_out(grad_output, self, target, weight, reduction, ignore_index, total_weight, grad_input);
+}
+
 // ---- index ops -----------------------------------------------------------------------
 
 void check_index_dtype(const at::Tensor& index, const char* op) {
@@ -1171,6 +1223,10 @@ TORCH_LIBRARY_IMPL(aten, HPU, m) {
   m.impl("native_group_norm_backward", TORCH_FN(native_group_norm_backward));
   m.impl("nll_loss_forward.output", TORCH_FN(nll_loss_forward_out));
   m.impl("nll_loss_backward.grad_input", TORCH_FN(nll_loss_backward_out));
+  m.impl("nll_loss2d_forward", TORCH_FN(nll_loss2d_forward));
+  m.impl("nll_loss2d_forward.output", TORCH_FN(nll_loss2d_forward_out));
+  m.impl("nll_loss2d_backward", TORCH_FN(nll_loss2d_backward));
+  m.impl("nll_loss2d_backward.grad_input", TORCH_FN(nll_loss2d_backward_out));
   m.impl("_fused_sdp_choice", TORCH_FN(fused_sdp_choice));
 }
 

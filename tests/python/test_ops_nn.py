@@ -554,6 +554,46 @@ def test_nll_loss_and_grad(dtype, reduction, weighted, ignore_index):
     assert_close_to_cpu(xh.grad, xc.grad, **tol(dtype, 7))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_nll_loss2d_and_cross_entropy_over_pixels(dtype, reduction, weighted, fallback_counts):
+    # [N, C, H, W] scores against [N, H, W] targets: segmentation's loss
+    x = make((2, 5, 3, 4), dtype)
+    t = make((2, 3, 4), torch.int64, lo=0, hi=5)
+    t[0, 1, 2] = -100
+    w = make((5,), dtype, seed=2).abs() + 0.1 if weighted else None
+    xc = x.clone().requires_grad_()
+    xh = x.to("hpu").requires_grad_()
+    lc = F.cross_entropy(xc, t, weight=w, reduction=reduction)
+    lh = F.cross_entropy(xh, t.to("hpu"), weight=w.to("hpu") if weighted else None, reduction=reduction)
+    assert lh.shape == lc.shape
+    assert_close_to_cpu(lh, lc.detach(), **tol(dtype, 24))
+    g = make(lc.shape, dtype, seed=3)
+    lc.backward(g)
+    lh.backward(g.to("hpu"))
+    assert_close_to_cpu(xh.grad, xc.grad, **tol(dtype, 24))
+    assert fallback_counts() == {}
+
+
+def test_nll_loss2d_bad_input():
+    x = torch.randn(2, 3, 4, 5, device="hpu")
+    t = torch.randint(0, 3, (2, 4, 5), device="hpu")
+    nll2d = torch.ops.aten.nll_loss2d_forward
+    with pytest.raises(RuntimeError, match="only batches of spatial inputs supported"):
+        nll2d(x[0], t, None, 1, -100)
+    with pytest.raises(RuntimeError, match="only batches of spatial targets supported"):
+        nll2d(x, t[0], None, 1, -100)
+    with pytest.raises(RuntimeError, match="size mismatch"):
+        nll2d(x, t[:, :3], None, 1, -100)
+    with pytest.raises(RuntimeError, match="weight tensor should be defined either for all or no classes"):
+        nll2d(x, t, torch.ones(4, device="hpu"), 1, -100)
+    with pytest.raises(IndexError, match="out of bounds"):
+        nll2d(x, t + 3, None, 1, -100)[0].cpu()
+    loss, _ = nll2d(x, t, None, 1, -100)
+    assert_close_to_cpu(loss, torch.ops.aten.nll_loss2d_forward(x.cpu(), t.cpu(), None, 1, -100)[0])
+
+
 def test_nll_loss_1d_input():
     x = F.log_softmax(make((5,)), 0)
     t = torch.tensor(3)
