@@ -348,19 +348,28 @@ at::Tensor& argmin_out(const at::Tensor& self, std::optional<int64_t> dim, bool 
   return arg_out(HPU_REDUCE_AMIN, self, dim, keepdim, out, "argmin");
 }
 
-at::Tensor& cumsum_out(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, at::Tensor& out) {
-  check_hpu_dtype(self.scalar_type(), "cumsum");
-  check_same_device("cumsum", {&self, &out});
+at::Tensor& cum_out(const at::Tensor& self, int64_t dim, at::Tensor& out, bool prod) {
+  const char* name = prod ? "cumprod" : "cumsum";
+  check_hpu_dtype(self.scalar_type(), name);
+  check_same_device(name, {&self, &out});
   dim = at::maybe_wrap_dim(dim, self.dim());
   at::native::resize_output(out, self.sizes());
   if (out.numel() == 0) return out;
   hpu_node_t n = make_node(HPU_OP_CUMSUM);
-  add_in(n, self);
+  // the CPU's cumprod multiplies self already cast to the result's dtype
+  add_in(n, prod && self.scalar_type() != out.scalar_type() ? self.to(out.scalar_type()) : self);
   add_out(n, out);
   n.compute_dtype = n.outputs[0].dtype;
   n.params.nn.i[0] = dim;
+  n.params.nn.i[1] = prod;
   launch(dev_of(out), n);
   return out;
+}
+at::Tensor& cumsum_out(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, at::Tensor& out) {
+  return cum_out(self, dim, out, false);
+}
+at::Tensor& cumprod_out(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, at::Tensor& out) {
+  return cum_out(self, dim, out, true);
 }
 
 // ---- softmax --------------------------------------------------------------------
@@ -1210,6 +1219,7 @@ TORCH_LIBRARY_IMPL(aten, HPU, m) {
   m.impl("var_mean.correction", TORCH_FN(var_mean_correction));
   m.impl("std_mean.correction", TORCH_FN(std_mean_correction));
   m.impl("cumsum.out", TORCH_FN(cumsum_out));
+  m.impl("cumprod.out", TORCH_FN(cumprod_out));
 }
 
 TORCH_LIBRARY_IMPL(aten, HPU, m) {

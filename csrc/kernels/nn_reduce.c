@@ -776,10 +776,43 @@ static int64_t cumsum_rows4_f32(const red_t *r, int64_t begin, int64_t end) {
   return m;
 }
 
+/* A running product in PyTorch's CPU accumulation type (at::acc_type):
+ * float for bf16 / fp16, double for float32 / float64, int64 for integers. */
+static void cumprod_row(const red_t *r, const char *p, char *o, int64_t n, int64_t si, int64_t so) {
+  hpu_dtype_t dt = r->dto[0];
+  if (dt == HPU_BFLOAT16 || dt == HPU_FLOAT16) {
+    float s = 1;
+    for (int64_t k = 0; k < n; k++) {
+      s *= hpu_load_f32(p + k * si, r->dti);
+      hpu_store_f32(o + k * so, dt, s);
+    }
+  } else if (hpu_dtype_is_floating(dt)) {
+    double s = 1;
+    for (int64_t k = 0; k < n; k++) {
+      s *= hpu_load_f64(p + k * si, r->dti);
+      hpu_store_f64(o + k * so, dt, s);
+    }
+  } else {
+    uint64_t s = 1; /* wraps as int64 does on the CPU */
+    for (int64_t k = 0; k < n; k++) {
+      s *= (uint64_t)hpu_load_i64(p + k * si, r->dti);
+      hpu_store_i64(o + k * so, dt, (int64_t)s);
+    }
+  }
+}
+
 static void cumsum_rows(void *ctx, int64_t begin, int64_t end) {
   const red_t *r = ctx;
   int64_t n = r->rsz[0], si = r->rin[0], so = r->rout[0];
   int fl = hpu_dtype_is_floating(r->dto[0]);
+  if (r->kind == HPU_REDUCE_PROD) {
+    for (int64_t m = begin; m < end; m++) {
+      int64_t io, oo[2];
+      kept_offsets(r, m, &io, oo);
+      cumprod_row(r, r->in + io, r->out[0] + oo[0], n, si, so);
+    }
+    return;
+  }
   if (r->dti == HPU_FLOAT32 && r->dto[0] == HPU_FLOAT32 && si == 4 && so == 4)
     begin = cumsum_rows4_f32(r, begin, end);
   for (int64_t m = begin; m < end; m++) {
@@ -807,6 +840,7 @@ void hpu_nn_cumsum(const hpu_node_t *node) {
   red_t r;
   const hpu_tensor_t *outs[1] = {&node->outputs[0]};
   build(&r, &node->inputs[0], outs, 1, (uint64_t)1 << node->params.nn.i[0], 0);
+  r.kind = node->params.nn.i[1] ? HPU_REDUCE_PROD : HPU_REDUCE_SUM;
   if (r.M == 0 || r.L == 0) return;
   int64_t grain = 32768 / r.L;
   hpu_parallel_for(r.M, grain > 0 ? grain : 1, cumsum_rows, &r);

@@ -13,6 +13,9 @@ FLOATS = [torch.float32, torch.bfloat16, torch.float16, torch.float64]
 INTS = [torch.int64, torch.int32, torch.uint8, torch.bool]
 
 
+EXACT = dict(rtol=0, atol=0)
+
+
 def make(shape, dtype=torch.float32, seed=0, lo=-3, hi=3):
     g = torch.Generator().manual_seed(seed)
     if dtype.is_floating_point:
@@ -592,6 +595,32 @@ def test_nll_loss2d_bad_input():
         nll2d(x, t + 3, None, 1, -100)[0].cpu()
     loss, _ = nll2d(x, t, None, 1, -100)
     assert_close_to_cpu(loss, torch.ops.aten.nll_loss2d_forward(x.cpu(), t.cpu(), None, 1, -100)[0])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int64,
+                                   torch.int32, torch.uint8])
+def test_cumprod(dtype, fallback_counts):
+    x = make((5, 40), dtype, lo=-2, hi=3) if not dtype.is_floating_point else make((5, 40), dtype) * 0.9
+    x[1, 3] = 0  # zeros stop the product
+    h = x.to("hpu")
+    # bf16 / fp16 accumulate in float as the CPU's: the same bits
+    exact = dtype in (torch.bfloat16, torch.float16) or not dtype.is_floating_point
+    for dim in (0, 1, -1):
+        assert_close_to_cpu(torch.cumprod(h, dim), torch.cumprod(x, dim), **(EXACT if exact else tol(dtype, 40)))
+    assert_close_to_cpu(torch.cumprod(h.t(), 0), torch.cumprod(x.t(), 0), **(EXACT if exact else tol(dtype, 40)))
+    if dtype in (torch.bfloat16, torch.float16):
+        # long products of values near 1, where the accumulation type shows
+        near1 = (1 + make((4, 2000), torch.float32, seed=5) * 0.02).to(dtype)
+        assert_close_to_cpu(torch.cumprod(near1.to("hpu"), 1), torch.cumprod(near1, 1), **EXACT)
+    # a result dtype of its own: the input is cast to it first, as on the CPU
+    assert_close_to_cpu(torch.cumprod(h, 1, dtype=torch.float64), torch.cumprod(x, 1, dtype=torch.float64))
+    if dtype.is_floating_point and dtype != torch.float16:
+        xc, xh = x.clone().requires_grad_(), h.clone().requires_grad_()
+        g = make((5, 40), dtype, seed=4)
+        torch.cumprod(xc, 1).backward(g)
+        torch.cumprod(xh, 1).backward(g.to("hpu"))
+        assert_close_to_cpu(xh.grad, xc.grad, **tol(dtype, 40))
+    assert fallback_counts() == {}
 
 
 def test_nll_loss_1d_input():
