@@ -918,6 +918,27 @@ at::Tensor hpu_binary_cross_entropy_backward(const at::Tensor& grad, const at::T
   return hpu_binary_cross_entropy_backward_out(grad, self, target, weight, reduction, out);
 }
 
+// prelu (its composite has already checked the weight's size): the CPU
+// kernel's select and one product, from the card's own where / mul; NaN
+// takes the negative side there and here.
+void check_prelu(const at::Tensor& self, const at::Tensor& weight) {
+  check_same_device("prelu", {&self, &weight});
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()), "\"prelu_cpu\" not implemented for '",
+                              self.scalar_type(), "'");
+  TORCH_CHECK(weight.scalar_type() == self.scalar_type(), "Found dtype ", weight.scalar_type(), " but expected ",
+              self.scalar_type());
+}
+at::Tensor hpu_prelu_kernel(const at::Tensor& self, const at::Tensor& weight) {
+  check_prelu(self, weight);
+  return at::where(self > 0, self, weight * self);
+}
+std::tuple<at::Tensor, at::Tensor> hpu_prelu_kernel_backward(const at::Tensor& grad, const at::Tensor& self,
+                                                             const at::Tensor& weight) {
+  check_prelu(self, weight);
+  at::Tensor positive = self > 0;
+  return {at::where(positive, grad, weight * grad), at::where(positive, at::zeros({}, grad.options()), self * grad)};
+}
+
 // Comparisons: bool results (in place: into self's dtype).
 template <hpu_op_t OP>
 at::Tensor cmp(const at::Tensor& a, const at::Tensor& b) {
@@ -1496,6 +1517,8 @@ TORCH_LIBRARY_IMPL(aten, HPU, m) {
   m.impl("binary_cross_entropy.out", TORCH_FN(hpu_binary_cross_entropy_out));
   m.impl("binary_cross_entropy_backward", TORCH_FN(hpu_binary_cross_entropy_backward));
   m.impl("binary_cross_entropy_backward.grad_input", TORCH_FN(hpu_binary_cross_entropy_backward_out));
+  m.impl("_prelu_kernel", TORCH_FN(hpu_prelu_kernel));
+  m.impl("_prelu_kernel_backward", TORCH_FN(hpu_prelu_kernel_backward));
   m.impl("glu", TORCH_FN(hpu_glu));
   m.impl("glu.out", TORCH_FN(hpu_glu_out));
   m.impl("glu_backward", TORCH_FN(hpu_glu_backward));

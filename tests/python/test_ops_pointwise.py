@@ -703,3 +703,24 @@ def test_binary_cross_entropy_bad_input():
     c = h.cpu()
     assert_close_to_cpu(out, torch.ops.aten.binary_cross_entropy(c.view(3, 1).expand(3, 2), c[:2], None, 0),
                         rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64], ids=str)
+def test_prelu_with_gradients(dtype, fallback_counts):
+    x = make((3, 4, 5), dtype, seed=12)
+    x[0, 0, :3] = torch.tensor([0.0, float("nan"), -0.0])
+    for w in (make((1,), dtype, seed=13), make((4,), dtype, seed=14)):
+        xc, wc = x.clone().requires_grad_(), w.clone().requires_grad_()
+        xh, wh = x.to("hpu").requires_grad_(), w.to("hpu").requires_grad_()
+        yc, yh = F.prelu(xc, wc), F.prelu(xh, wh)
+        g = make(yc.shape, dtype, seed=15)
+        yc.backward(g)
+        yh.backward(g.to("hpu"))
+        assert_close_to_cpu(yh, yc.detach(), equal_nan=True, **EXACT)
+        assert_close_to_cpu(xh.grad, xc.grad, equal_nan=True, **EXACT)
+        assert_close_to_cpu(wh.grad, wc.grad, equal_nan=True, **tol(dtype, False))
+    assert fallback_counts() == {}
+    with pytest.raises(RuntimeError, match="Mismatch of parameter numbers and input channel size"):
+        F.prelu(x.to("hpu"), torch.ones(2, dtype=dtype, device="hpu"))
+    with pytest.raises(NotImplementedError, match="prelu_cpu"):
+        torch.ops.aten._prelu_kernel(torch.arange(3, device="hpu"), torch.arange(3, device="hpu"))
