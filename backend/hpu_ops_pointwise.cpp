@@ -762,11 +762,11 @@ at::Tensor hpu_smooth_l1_loss(const at::Tensor& self, const at::Tensor& target, 
   return elementwise_loss("smooth_l1_cpu", HPU_OP_SMOOTH_L1, self, target, reduction, beta);
 }
 at::Tensor& hpu_smooth_l1_loss_out(const at::Tensor& self, const at::Tensor& target, int64_t reduction, double beta,
-                               at::Tensor& out) {
+                                   at::Tensor& out) {
   return into_out(hpu_smooth_l1_loss(self, target, reduction, beta), out);
 }
 at::Tensor& hpu_smooth_l1_loss_backward_out(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
-                                        int64_t reduction, double beta, at::Tensor& grad_input) {
+                                            int64_t reduction, double beta, at::Tensor& grad_input) {
   return elementwise_loss_backward("smooth_l1_backward_cpu_out", HPU_OP_SMOOTH_L1_BACKWARD, grad, self, target,
                                    reduction, beta, grad_input);
 }
@@ -775,11 +775,11 @@ at::Tensor hpu_huber_loss(const at::Tensor& self, const at::Tensor& target, int6
   return elementwise_loss("huber_cpu", HPU_OP_HUBER, self, target, reduction, delta);
 }
 at::Tensor& hpu_huber_loss_out(const at::Tensor& self, const at::Tensor& target, int64_t reduction, double delta,
-                           at::Tensor& out) {
+                               at::Tensor& out) {
   return into_out(hpu_huber_loss(self, target, reduction, delta), out);
 }
 at::Tensor& hpu_huber_loss_backward_out(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
-                                    int64_t reduction, double delta, at::Tensor& grad_input) {
+                                        int64_t reduction, double delta, at::Tensor& grad_input) {
   return elementwise_loss_backward("huber_backward_cpu_out", HPU_OP_HUBER_BACKWARD, grad, self, target, reduction,
                                    delta, grad_input);
 }
@@ -812,7 +812,7 @@ at::Tensor& hpu_shrink_out(const at::Tensor& self, const c10::Scalar& lambd, at:
                  hpu_shrink_param(self, lambd, SOFT));
 }
 at::Tensor& hpu_shrink_backward_out(const at::Tensor& grad, const at::Tensor& self, const c10::Scalar& lambd,
-                                at::Tensor& grad_input) {
+                                    at::Tensor& grad_input) {
   auto t = result_of({grad, self});
   TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(t), "\"shrink_backward_cpu\" not implemented for '", t, "'");
   return pw_into("shrink_backward", HPU_OP_SHRINK_BACKWARD, grad_input, false, {grad, self}, t, t, one_param(lambd));
