@@ -159,6 +159,35 @@ at::Tensor& masked_select_out(const at::Tensor& self, const at::Tensor& mask, at
   return out;
 }
 
+// masked_scatter_: one card kernel over the mask expanded to self's shape
+// (row-major, contiguous) and the flattened source; a source shorter than
+// the mask's count raises at the next synchronisation (the CPU: at once).
+at::Tensor& masked_scatter_(at::Tensor& self, const at::Tensor& mask, const at::Tensor& source) {
+  check_same_device("masked_scatter_", {&self, &mask, &source});
+  TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_scatter_ only supports boolean masks, but got mask with dtype ",
+              mask.scalar_type());
+  TORCH_CHECK(self.scalar_type() == source.scalar_type(),
+              "masked_scatter: expected self and source to have same dtypes but got", self.scalar_type(), " and ",
+              source.scalar_type());
+  check_hpu_dtype(self.scalar_type(), "masked_scatter_");
+  at::Tensor m = mask.expand(self.sizes()).contiguous();
+  if (self.numel() == 0) return self;
+  bool direct = self.is_contiguous();
+  at::Tensor out = direct ? self : self.contiguous();
+  at::Tensor src = source.contiguous();
+  hpu_node_t n;
+  init_node(&n, HPU_OP_MASKED_SCATTER);
+  n.num_outputs = 1;
+  fill_desc(&n.outputs[0], out);
+  n.num_inputs = 2;
+  fill_desc(&n.inputs[0], m);
+  fill_desc(&n.inputs[1], src);
+  n.compute_dtype = to_hpu_dtype(self.scalar_type());
+  launch(self.device().index(), n);
+  if (!direct) self.copy_(out);
+  return self;
+}
+
 at::Tensor masked_select(const at::Tensor& self, const at::Tensor& mask) {
   at::Tensor out = at::empty({0}, self.options());
   masked_select_out(self, mask, out);
@@ -279,6 +308,7 @@ TORCH_LIBRARY_IMPL(aten, HPU, m) {
   m.impl("nonzero.out", TORCH_FN(nonzero_out));
   m.impl("masked_select", TORCH_FN(masked_select));
   m.impl("masked_select.out", TORCH_FN(masked_select_out));
+  m.impl("masked_scatter_", TORCH_FN(masked_scatter_));
   m.impl("index_copy.out", TORCH_FN(index_copy_out));
 }
 

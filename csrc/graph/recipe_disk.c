@@ -25,8 +25,8 @@
 
 #define MAGIC 0x3150435255504848ull /* "HHPURCP1" */
 /* 2: groups may end with a row op; 3: the row op may be a reduction,
- * operands may broadcast; 4-6: op codes renumbered (ops added). */
-#define VERSION 6
+ * operands may broadcast; 4-7: op codes renumbered (ops added). */
+#define VERSION 7
 
 typedef struct header {
   uint64_t magic;

@@ -451,6 +451,21 @@ static hpu_status_t validate_bce(const hpu_node_t *n) {
   return HPU_SUCCESS;
 }
 
+static hpu_status_t validate_masked_scatter(const hpu_node_t *n) {
+  const char *name = hpu_op_name(n->op);
+  TRY(counts(n, 2, 2, 1, 1));
+  TRY(check_out(n, 0));
+  TRY(same_shape(name, &n->inputs[0], &n->outputs[0], "mask and output"));
+  for (int i = 0; i < 2; i++) TRY(need_contig(name, &n->inputs[i], i ? "the source" : "the mask"));
+  TRY(need_contig(name, &n->outputs[0], "the output"));
+  if (n->inputs[0].dtype != HPU_BOOL)
+    return hpu_error(INVALID, "%s: the mask must be bool, got %s", name, hpu_dtype_name(n->inputs[0].dtype));
+  if (n->inputs[1].dtype != n->outputs[0].dtype)
+    return hpu_error(INVALID, "%s: source is %s, the output %s", name, hpu_dtype_name(n->inputs[1].dtype),
+                     hpu_dtype_name(n->outputs[0].dtype));
+  return HPU_SUCCESS;
+}
+
 hpu_status_t hpu_validate_nn(const hpu_node_t *node) {
   switch (node->op) {
     case HPU_OP_REDUCE: return validate_reduce(node);
@@ -471,6 +486,7 @@ hpu_status_t hpu_validate_nn(const hpu_node_t *node) {
     case HPU_OP_INDEX: case HPU_OP_INDEX_PUT: return validate_index(node);
     case HPU_OP_SORT: return validate_sort(node);
     case HPU_OP_BINARY_CROSS_ENTROPY: return validate_bce(node);
+    case HPU_OP_MASKED_SCATTER: return validate_masked_scatter(node);
     default:
       return hpu_error(HPU_ERROR_UNSUPPORTED, "%s: no kernel in this build", hpu_op_name(node->op));
   }
@@ -497,6 +513,7 @@ hpu_status_t hpu_execute_nn(const hpu_node_t *node) {
     case HPU_OP_INDEX: case HPU_OP_INDEX_PUT: return hpu_nn_index(node);
     case HPU_OP_SORT: hpu_nn_sort(node); return HPU_SUCCESS;
     case HPU_OP_BINARY_CROSS_ENTROPY: return hpu_nn_binary_cross_entropy(node);
+    case HPU_OP_MASKED_SCATTER: return hpu_nn_masked_scatter(node);
     default:
       return hpu_error(HPU_ERROR_INTERNAL, "%s: no kernel in this build", hpu_op_name(node->op));
   }

@@ -1,10 +1,11 @@
 """Ops composed of other hpu ops (backend/hpu_ops_extra.cpp): isin,
-isneginf / isposinf, nonzero, masked_select, index_copy. Same results as on
-the CPU, in eager and lazy mode, with no CPU fallback."""
+isneginf / isposinf, nonzero, masked_select, masked_scatter, index_copy.
+Same results as on the CPU, in eager and lazy mode, with no CPU fallback."""
 import pytest
 import torch
 
 import habana_torch.core as htcore
+from conftest import assert_close_to_cpu
 
 
 @pytest.fixture(params=["eager", "lazy"])
@@ -142,3 +143,54 @@ def test_index_copy_bad_input(mode):
     want = torch.zeros(2, 8, 4)
     want[:, 7] = 1
     torch.testing.assert_close(cache.cpu(), want)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool])
+def test_masked_scatter(dtype, mode, fallback_counts):
+    g = torch.Generator().manual_seed(3)
+    x = torch.randint(-5, 5, (7, 300), generator=g).to(dtype)
+    mask = torch.rand(7, 300, generator=g) > 0.4
+    src = torch.randint(-50, 50, (2200,), generator=g).to(dtype)
+    h = x.to("hpu")
+    cases = [(mask, src), (mask[0], src), (mask[:, :1], src),
+             (torch.zeros(7, 300, dtype=torch.bool), src[:0]), (mask, src.view(100, 22))]
+    for m, s in cases:
+        assert_close_to_cpu(h.clone().masked_scatter_(m.to("hpu"), s.to("hpu")), x.clone().masked_scatter_(m, s),
+                            rtol=0, atol=0)
+    # a transposed self; the functional form broadcasting self to the mask
+    assert_close_to_cpu(h.t().clone().t().masked_scatter_(mask.to("hpu"), src.to("hpu")),
+                        x.clone().masked_scatter_(mask, src), rtol=0, atol=0)
+    # several of the kernel's 64K-element blocks, each starting mid-source
+    large = torch.arange(3 * 70001).to(dtype).view(3, 70001)
+    lmask = torch.rand(3, 70001, generator=g) > 0.3
+    lsrc = (torch.arange(3 * 70001) * 7 % 1000).to(dtype)
+    assert_close_to_cpu(large.to("hpu").masked_scatter_(lmask.to("hpu"), lsrc.to("hpu")),
+                        large.clone().masked_scatter_(lmask, lsrc), rtol=0, atol=0)
+    big = torch.ones(2, 7, 300, dtype=torch.bool)
+    assert_close_to_cpu(h.masked_scatter(big.to("hpu"), torch.cat([src, src]).to("hpu")),
+                        x.masked_scatter(big, torch.cat([src, src])), rtol=0, atol=0)
+    assert fallback_counts() == {}
+
+
+def test_masked_scatter_gradient_and_bad_input(mode, fallback_counts):
+    x = torch.randn(4, 70)
+    mask = torch.rand(4, 70, generator=torch.Generator().manual_seed(1)) > 0.5
+    src = torch.randn(300)
+    xc, sc = x.clone().requires_grad_(), src.clone().requires_grad_()
+    xh, sh = x.to("hpu").requires_grad_(), src.to("hpu").requires_grad_()
+    g = torch.randn(4, 70)
+    xc.masked_scatter(mask, sc).backward(g)
+    xh.masked_scatter(mask.to("hpu"), sh).backward(g.to("hpu"))
+    assert_close_to_cpu(xh.grad, xc.grad, rtol=0, atol=0)
+    assert_close_to_cpu(sh.grad, sc.grad, rtol=0, atol=0)
+    assert fallback_counts() == {}
+    h = x.to("hpu")
+    with pytest.raises(RuntimeError, match="Number of elements of source < number of ones in mask"):
+        h.clone().masked_scatter_(mask.to("hpu"), src[:5].to("hpu")).cpu()
+    with pytest.raises(RuntimeError, match="only supports boolean masks"):
+        h.clone().masked_scatter_(mask.int().to("hpu"), src.to("hpu"))
+    with pytest.raises(RuntimeError, match="expected self and source to have same dtypes"):
+        h.clone().masked_scatter_(mask.to("hpu"), src.double().to("hpu"))
+    # the card stays usable
+    assert_close_to_cpu(h.clone().masked_scatter_(mask.to("hpu"), src.to("hpu")),
+                        x.clone().masked_scatter_(mask, src), rtol=0, atol=0)
