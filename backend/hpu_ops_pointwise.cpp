@@ -939,6 +939,29 @@ std::tuple<at::Tensor, at::Tensor> hpu_prelu_kernel_backward(const at::Tensor& g
   return {at::where(positive, grad, weight * grad), at::where(positive, at::zeros({}, grad.options()), self * grad)};
 }
 
+// rrelu: in training, each element <= 0 (NaN is not) is scaled by a draw
+// from U(lower, upper), kept in noise (1 elsewhere), as the CPU's; in
+// evaluation, leaky_relu with the mean slope and noise untouched. The draws
+// come from the card's generator, so they are not the CPU's numbers.
+at::Tensor rrelu_noise_factor(const at::Tensor& self, at::Tensor& noise, const c10::Scalar& lower,
+                              const c10::Scalar& upper, std::optional<at::Generator> generator) {
+  check_float_act("rrelu_with_noise_out_cpu", self);
+  at::Tensor draw = at::empty_like(self).uniform_(lower.to<double>(), upper.to<double>(), generator);
+  at::Tensor factor = at::where(self <= 0, draw, at::ones({}, self.options()));
+  noise.copy_(factor);
+  return factor;
+}
+at::Tensor hpu_rrelu_with_noise(const at::Tensor& self, at::Tensor& noise, const c10::Scalar& lower,
+                                const c10::Scalar& upper, bool training, std::optional<at::Generator> generator) {
+  if (!training) return at::leaky_relu(self, (lower.to<double>() + upper.to<double>()) / 2);
+  return self * rrelu_noise_factor(self, noise, lower, upper, generator);
+}
+at::Tensor& hpu_rrelu_with_noise_(at::Tensor& self, at::Tensor& noise, const c10::Scalar& lower,
+                                  const c10::Scalar& upper, bool training, std::optional<at::Generator> generator) {
+  if (!training) return at::leaky_relu_(self, (lower.to<double>() + upper.to<double>()) / 2);
+  return self.mul_(rrelu_noise_factor(self, noise, lower, upper, generator));
+}
+
 // Comparisons: bool results (in place: into self's dtype).
 template <hpu_op_t OP>
 at::Tensor cmp(const at::Tensor& a, const at::Tensor& b) {
@@ -1517,6 +1540,8 @@ TORCH_LIBRARY_IMPL(aten, HPU, m) {
   m.impl("binary_cross_entropy.out", TORCH_FN(hpu_binary_cross_entropy_out));
   m.impl("binary_cross_entropy_backward", TORCH_FN(hpu_binary_cross_entropy_backward));
   m.impl("binary_cross_entropy_backward.grad_input", TORCH_FN(hpu_binary_cross_entropy_backward_out));
+  m.impl("rrelu_with_noise", TORCH_FN(hpu_rrelu_with_noise));
+  m.impl("rrelu_with_noise_", TORCH_FN(hpu_rrelu_with_noise_));
   m.impl("_prelu_kernel", TORCH_FN(hpu_prelu_kernel));
   m.impl("_prelu_kernel_backward", TORCH_FN(hpu_prelu_kernel_backward));
   m.impl("glu", TORCH_FN(hpu_glu));

@@ -48,8 +48,7 @@
  * fp16 sigmoid backward (every step), log_sigmoid's backward (e^-|x|, the
  * CPU's buffer), xlogy (log y), mse's squared difference (x - y), bf16
  * huber, huber's and binary cross entropy's backwards and fp16 smooth_l1
- * (every step). Float kernels
- * only (no float64 forms). */
+ * (every step). Float kernels only (no float64 forms). */
 #define PW_ROUNDED16(X)                                                                      \
   X(SIGMOID_BACKWARD_F16) X(LOG_SIGMOID_BACKWARD_BF16) X(LOG_SIGMOID_BACKWARD_F16)           \
   X(XLOGY_BF16) X(XLOGY_F16) X(SQUARED_DIFF_BF16) X(SQUARED_DIFF_F16) X(SMOOTH_L1_F16)       \

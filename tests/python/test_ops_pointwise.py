@@ -724,3 +724,30 @@ def test_prelu_with_gradients(dtype, fallback_counts):
         F.prelu(x.to("hpu"), torch.ones(2, dtype=dtype, device="hpu"))
     with pytest.raises(NotImplementedError, match="prelu_cpu"):
         torch.ops.aten._prelu_kernel(torch.arange(3, device="hpu"), torch.arange(3, device="hpu"))
+
+
+def test_rrelu_evaluation_and_training(fallback_counts):
+    x = make((6, 50), torch.float32, seed=16)
+    x[0, :3] = torch.tensor([0.0, float("nan"), -0.0])
+    xh = x.to("hpu")
+    # evaluation: leaky_relu with the mean slope, bit for bit; noise untouched
+    noise = torch.full((6, 50), 7.0, device="hpu")
+    got = torch.ops.aten.rrelu_with_noise(xh, noise, 0.1, 0.3, False)
+    assert_close_to_cpu(got, torch.ops.aten.rrelu_with_noise(x, torch.empty(6, 50), 0.1, 0.3, False),
+                        equal_nan=True, **EXACT)
+    assert (noise.cpu() == 7).all()
+    # training: draws (the card's, not the CPU's) in [lower, upper] where x <= 0, 1 elsewhere
+    xg = xh.clone().requires_grad_()
+    y = F.rrelu(xg, 0.1, 0.3, training=True)
+    factor = torch.where(x <= 0, y.detach().cpu() / x, torch.ones(()))
+    neg = (x < 0)
+    assert ((factor[neg] >= 0.1) & (factor[neg] <= 0.3)).all()
+    assert torch.equal(y.detach().cpu()[x > 0], x[x > 0]) and y.detach().cpu()[0, 1].isnan()
+    y.backward(torch.ones(6, 50, device="hpu"))
+    grad = xg.grad.cpu()
+    assert torch.allclose(grad[neg], factor[neg]) and (grad[x > 0] == 1).all()
+    # in place, and the draws differ from one call to the next
+    a = xh.clone()
+    F.rrelu(a, 0.1, 0.3, training=True, inplace=True)
+    assert not torch.equal(a.cpu()[neg], y.detach().cpu()[neg])
+    assert fallback_counts() == {}
