@@ -692,19 +692,31 @@ at::Tensor& xlogy_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out)
   return pw_into("xlogy", HPU_OP_XLOGY, out, false, {a, b}, t, t);
 }
 
-// ---- mse_loss and its backward --------------------------------------------------------
+// ---- the losses' reductions; mse_loss and its backward ---------------------------------
+
+// A loss per element, then its mean or its sum (reduction 1 / 2), as the CPU's.
+at::Tensor reduce_loss(const at::Tensor& loss, int64_t reduction) {
+  if (reduction == 1) return at::mean(loss);
+  if (reduction == 2) return at::sum(loss);
+  return loss;
+}
+// A loss from its elementwise kernel `op` (float types, as the CPU's; param
+// is the kernel's s[0]), then reduced.
+at::Tensor elementwise_loss(const char* name, const char* cpu_name, hpu_op_t op, const at::Tensor& self,
+                            const at::Tensor& target, int64_t reduction, double param) {
+  TORCH_CHECK(reduction >= 0 && reduction <= 2, name, ": ", reduction, " is not a valid reduction");
+  auto t = result_of({self, target});
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(t), "\"", cpu_name, "\" not implemented for '", t, "'");
+  Params p;
+  p.s[0] = fscalar(param);
+  return reduce_loss(pw(name, op, {self, target}, t, t, p), reduction);
+}
 
 // mse_loss as the CPU's kernel: (input - target)^2 per element in one
 // kernel (a bf16 / fp16 difference rounded to the dtype before it is
 // squared, as the CPU's vector ops do), then the mean or the sum.
 at::Tensor hpu_mse_loss(const at::Tensor& self, const at::Tensor& target, int64_t reduction) {
-  TORCH_CHECK(reduction >= 0 && reduction <= 2, "mse_loss: ", reduction, " is not a valid reduction");
-  auto t = result_of({self, target});
-  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(t), "\"mse_cpu\" not implemented for '", t, "'");
-  at::Tensor loss = pw("mse_loss", HPU_OP_SQUARED_DIFF, {self, target}, t, t);
-  if (reduction == 1) return at::mean(loss);
-  if (reduction == 2) return at::sum(loss);
-  return loss;
+  return elementwise_loss("mse_loss", "mse_cpu", HPU_OP_SQUARED_DIFF, self, target, reduction, 0.0);
 }
 at::Tensor& hpu_mse_loss_out(const at::Tensor& self, const at::Tensor& target, int64_t reduction,
                              at::Tensor& out) {
@@ -729,22 +741,8 @@ at::Tensor& hpu_mse_loss_backward_out(const at::Tensor& grad, const at::Tensor& 
 
 // ---- smooth_l1 and huber losses, softshrink / hardshrink, glu, and their backwards ------
 
-// A loss from its elementwise kernel (float types, as the CPU's), then the
-// mean or the sum (reduction 1 / 2) as the CPU's.
-at::Tensor elementwise_loss(const char* cpu_name, hpu_op_t op, const at::Tensor& self, const at::Tensor& target,
-                            int64_t reduction, double param) {
-  TORCH_CHECK(reduction >= 0 && reduction <= 2, hpu_op_name(op), ": ", reduction, " is not a valid reduction");
-  auto t = result_of({self, target});
-  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(t), "\"", cpu_name, "\" not implemented for '", t, "'");
-  Params p;
-  p.s[0] = fscalar(param);
-  at::Tensor loss = pw(hpu_op_name(op), op, {self, target}, t, t, p);
-  if (reduction == 1) return at::mean(loss);
-  if (reduction == 2) return at::sum(loss);
-  return loss;
-}
-// Its backward into grad_input: norm (1 / numel for a mean) times the
-// kernel's derivative times grad.
+// The backward of an elementwise loss into grad_input: norm (1 / numel for
+// a mean) times the kernel's derivative times grad.
 at::Tensor& elementwise_loss_backward(const char* cpu_name, hpu_op_t op, const at::Tensor& grad,
                                       const at::Tensor& self, const at::Tensor& target, int64_t reduction,
                                       double param, at::Tensor& grad_input) {
@@ -759,7 +757,7 @@ at::Tensor& elementwise_loss_backward(const char* cpu_name, hpu_op_t op, const a
 
 at::Tensor hpu_smooth_l1_loss(const at::Tensor& self, const at::Tensor& target, int64_t reduction, double beta) {
   TORCH_CHECK(beta >= 0, "smooth_l1_loss does not support negative values for beta.");
-  return elementwise_loss("smooth_l1_cpu", HPU_OP_SMOOTH_L1, self, target, reduction, beta);
+  return elementwise_loss("smooth_l1", "smooth_l1_cpu", HPU_OP_SMOOTH_L1, self, target, reduction, beta);
 }
 at::Tensor& hpu_smooth_l1_loss_out(const at::Tensor& self, const at::Tensor& target, int64_t reduction, double beta,
                                    at::Tensor& out) {
@@ -772,7 +770,7 @@ at::Tensor& hpu_smooth_l1_loss_backward_out(const at::Tensor& grad, const at::Te
 }
 at::Tensor hpu_huber_loss(const at::Tensor& self, const at::Tensor& target, int64_t reduction, double delta) {
   TORCH_CHECK(delta > 0, "huber_loss does not support non-positive values for delta.");
-  return elementwise_loss("huber_cpu", HPU_OP_HUBER, self, target, reduction, delta);
+  return elementwise_loss("huber", "huber_cpu", HPU_OP_HUBER, self, target, reduction, delta);
 }
 at::Tensor& hpu_huber_loss_out(const at::Tensor& self, const at::Tensor& target, int64_t reduction, double delta,
                                at::Tensor& out) {
@@ -893,9 +891,7 @@ at::Tensor hpu_binary_cross_entropy(const at::Tensor& self, const at::Tensor& ta
     launch(loss.device().index(), node);
   }
   if (weight && weight->defined()) loss.mul_(*weight);
-  if (reduction == 1) return at::mean(loss);
-  if (reduction == 2) return at::sum(loss);
-  return loss;
+  return reduce_loss(loss, reduction);
 }
 at::Tensor& hpu_binary_cross_entropy_out(const at::Tensor& self, const at::Tensor& target,
                                          const std::optional<at::Tensor>& weight, int64_t reduction,
