@@ -181,12 +181,15 @@ GRAD_OPS = [op for op in OPS
 # Gradient tolerances: float32 as the forward's, loosened for the longer
 # chains of a backward; bf16 by a step or two of its 8 bits.
 GRAD_TOL = {torch.float32: (1e-3, 1e-4), torch.bfloat16: (3e-2, 3e-2)}
-# normalize with p < 1: the norm's backward takes |x| ** -0.5 of a strided
-# bf16 tensor, and PyTorch's CPU scalar loop for strided or tail elements
-# rounds sqrt(|x|) to bf16 before the reciprocal (its vector loop, and hpu,
-# do not: 4.75 against 4.71875 at |x| = 0.0447). The gradient is a
-# cancellation to 0 of terms near 10, where that step shows as 0.0625.
-GRAD_ATOL = {("nn.functional.normalize", torch.bfloat16): 7e-2}
+# normalize with p < 1: the norm's backward takes |x| ** -0.5 in bf16, and
+# PyTorch's CPU scalar loop rounds sqrt(|x|) to bf16 before the reciprocal
+# (its vector loop, and hpu, do not: 4.75 against 4.71875 at |x| = 0.0447).
+# Which elements take the scalar loop depends on the CPU: the vector loop
+# steps by two vectors, 32 bf16 with AVX2 and 64 with AVX-512, so on an
+# AVX-512 machine the whole 40-element sample is scalar. The gradient is a
+# cancellation to 0 of terms of 8-32, where that step shows as one or two of
+# their ulps (0.0625 seen on AVX2, 0.125 on AVX-512).
+GRAD_ATOL = {("nn.functional.normalize", torch.bfloat16): 0.13}
 
 
 @pytest.mark.parametrize("dtype", list(GRAD_SAMPLES), ids=str)
