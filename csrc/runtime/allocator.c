@@ -3,7 +3,8 @@
  * Requests are rounded up to 512 bytes. Two pools:
  *  - small: requests <= 1 MiB, carved from 2 MiB segments;
  *  - large: requests < 10 MiB get a 20 MiB segment, bigger ones a segment
- *    rounded up to a multiple of 2 MiB (PyTorch's kLargeBuffer/kMinLargeAlloc).
+ *    rounded up to a multiple of 2 MiB (PyTorch's kLargeBuffer/kMinLargeAlloc),
+ *    2 MiB more at multiples of 64 MiB (segment_size says why).
  * A request takes the best-fitting cached free block of its pool (smallest
  * size, then lowest address) and splits off the rest when the remainder is
  * worth keeping (>= 512 B in the small pool, > 1 MiB in the large one).
@@ -190,10 +191,22 @@ static block_t *live_remove(card_t *c, const void *p) {
 
 /* ---- segments ---- */
 
-static size_t segment_size(size_t size) {
+/* A large segment whose size is a multiple of STAGGER_EVERY gets STAGGER
+ * more, so that big tensors allocated one after another (a, b and out of
+ * 256 MiB each) do not start a multiple of 256 MiB apart. On the Zen 4 VM of
+ * session 20, two streams that far apart ran at 0.55-0.65 of the bandwidth
+ * (a + b -> c over 64M floats: 27 ms, 18 ms with 4 KiB more between them;
+ * 128 and 384 MiB apart ran at full speed). PyTorch's CPU tensors come from
+ * mmap with a header page and never line up so. The extra 2 MiB is split
+ * off as a free block the large pool can still use. */
+#define STAGGER_EVERY ((size_t)64 << 20)
+#define STAGGER ((size_t)2 << 20)
+
+static size_t segment_size(size_t size, int stagger) {
   if (size <= SMALL_SIZE) return SMALL_SEGMENT;
   if (size < MIN_LARGE_ALLOC) return LARGE_SEGMENT;
-  return (size + ROUND_LARGE - 1) / ROUND_LARGE * ROUND_LARGE;
+  size_t seg = (size + ROUND_LARGE - 1) / ROUND_LARGE * ROUND_LARGE;
+  return stagger && seg % STAGGER_EVERY == 0 ? seg + STAGGER : seg;
 }
 
 static hpu_status_t ensure_arena(card_t *c, int device) {
@@ -289,12 +302,16 @@ static hpu_status_t carve_block(card_t *c, int device, size_t nbytes, size_t siz
     b = s->v[i];
     pool_remove(c, b);
   } else {
-    size_t seg = segment_size(size);
+    size_t seg = segment_size(size, 1);
     char *p = hpu_arena_alloc(c->arena, seg);
     if (!p) {
       /* Flush the cache and retry once, as PyTorch does. */
       release_cached(c, device);
       c->st.num_alloc_retries++;
+      p = hpu_arena_alloc(c->arena, seg);
+    }
+    if (!p && seg != segment_size(size, 0)) { /* the stagger must not cause an OOM */
+      seg = segment_size(size, 0);
       p = hpu_arena_alloc(c->arena, seg);
     }
     if (!p) return oom(c, device, nbytes);

@@ -133,6 +133,19 @@ static void test_large_pool(void) {
   CU_ASSERT_EQUAL(s.peak_reserved_bytes, 32 * MiB);
 }
 
+/* A multiple of 64 MiB asks for 2 MiB more (the stagger, allocator.c), but
+ * a request the card can hold whole never fails for it: here the card's
+ * whole 64 MiB. */
+static void test_stagger_never_causes_oom(void) {
+  fresh();
+  void *p = NULL;
+  CU_ASSERT_EQUAL(hpu_malloc(0, 64 * MiB, &p), HPU_SUCCESS);
+  hpu_memory_stats_t s = stats();
+  CU_ASSERT_EQUAL(s.reserved_bytes, 64 * MiB);
+  CU_ASSERT_EQUAL(s.num_ooms, 0);
+  CU_ASSERT_EQUAL(hpu_free(0, p), HPU_SUCCESS);
+}
+
 static void test_empty_cache(void) {
   fresh();
   void *p;
@@ -383,6 +396,7 @@ int main(void) {
   CU_add_test(s, "reuse and alignment", test_reuse_and_alignment);
   CU_add_test(s, "split and coalesce", test_split_and_coalesce);
   CU_add_test(s, "large pool", test_large_pool);
+  CU_add_test(s, "stagger never causes an OOM", test_stagger_never_causes_oom);
   CU_add_test(s, "empty_cache", test_empty_cache);
   CU_add_test(s, "out of memory and recovery", test_oom_and_recovery);
   CU_add_test(s, "bad pointers", test_bad_pointers);
