@@ -372,6 +372,35 @@ at::Tensor& cumprod_out(const at::Tensor& self, int64_t dim, std::optional<at::S
   return cum_out(self, dim, out, true);
 }
 
+// _logcumsumexp, under logcumsumexp (whose out= form checks the dtypes and
+// casts self to out's before it gets here): the cumsum node in mode 2.
+at::Tensor& logcumsumexp_into(const at::Tensor& self, int64_t dim, at::Tensor& out) {
+  check_hpu_dtype(self.scalar_type(), "_logcumsumexp");
+  check_same_device("_logcumsumexp", {&self, &out});
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()), "\"logcumsumexp_out_cpu\" not implemented for '",
+                              self.scalar_type(), "' on hpu (floating types only)");
+  TORCH_CHECK(out.scalar_type() == self.scalar_type(), "expected scalar_type ", self.scalar_type(), " but found ",
+              out.scalar_type());
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  at::native::resize_output(out, self.sizes());
+  if (out.numel() == 0) return out;
+  hpu_node_t n = make_node(HPU_OP_CUMSUM);
+  add_in(n, self);
+  add_out(n, out);
+  n.compute_dtype = n.outputs[0].dtype;
+  n.params.nn.i[0] = dim;
+  n.params.nn.i[1] = 2;
+  launch(dev_of(out), n);
+  return out;
+}
+at::Tensor logcumsumexp(const at::Tensor& self, int64_t dim) {
+  at::Tensor out = at::empty({0}, self.options());
+  return logcumsumexp_into(self, dim, out);
+}
+at::Tensor& logcumsumexp_out(const at::Tensor& self, int64_t dim, at::Tensor& out) {
+  return logcumsumexp_into(self, dim, out);
+}
+
 // ---- softmax --------------------------------------------------------------------
 
 at::Tensor& softmax_into(const at::Tensor& self, int64_t dim, bool half_to_float, at::Tensor& out, bool log) {
@@ -1220,6 +1249,8 @@ TORCH_LIBRARY_IMPL(aten, HPU, m) {
   m.impl("std_mean.correction", TORCH_FN(std_mean_correction));
   m.impl("cumsum.out", TORCH_FN(cumsum_out));
   m.impl("cumprod.out", TORCH_FN(cumprod_out));
+  m.impl("_logcumsumexp", TORCH_FN(logcumsumexp));
+  m.impl("_logcumsumexp.out", TORCH_FN(logcumsumexp_out));
 }
 
 TORCH_LIBRARY_IMPL(aten, HPU, m) {

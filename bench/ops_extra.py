@@ -50,6 +50,8 @@ def cases():
     m = x1m.view(1024, 1024)
     out["flip(1) [1024x1024]"] = (lambda t: t.flip(1), [m])
     out["roll(5, 1) [1024x1024]"] = (lambda t: t.roll(5, 1), [m])
+    out["logcumsumexp(1) [1024x1024] fp32"] = (lambda t: torch.logcumsumexp(t, 1), [m])
+    out["logcumsumexp(1) [1024x1024] bf16"] = (lambda t: torch.logcumsumexp(t, 1), [m.bfloat16()])
     for dt in (torch.float32, torch.bfloat16):
         tag = "fp32" if dt == torch.float32 else "bf16"
         x = torch.randn(2, 320, 64, 64, generator=g).to(dt)

@@ -152,6 +152,15 @@ static hpu_status_t validate_same_shape_op(const hpu_node_t *n, int nin, int con
   return HPU_SUCCESS;
 }
 
+static hpu_status_t validate_cumsum(const hpu_node_t *n) {
+  TRY(validate_same_shape_op(n, 1, 0));
+  int64_t mode = n->params.nn.i[1];
+  if (mode < 0 || mode > 2)
+    return hpu_error(INVALID, "cumsum: invalid mode %lld (0 sum, 1 product, 2 log-sum-exp)", (long long)mode);
+  if (mode == 2) TRY(need_float("logcumsumexp", &n->outputs[0], "the output"));
+  return HPU_SUCCESS;
+}
+
 static hpu_status_t validate_layer_norm(const hpu_node_t *n) {
   const char *name = hpu_op_name(n->op);
   int64_t flags = n->params.nn.i[0];
@@ -470,7 +479,7 @@ hpu_status_t hpu_validate_nn(const hpu_node_t *node) {
   switch (node->op) {
     case HPU_OP_REDUCE: return validate_reduce(node);
     case HPU_OP_ARGREDUCE: return validate_argreduce(node);
-    case HPU_OP_CUMSUM: return validate_same_shape_op(node, 1, 0);
+    case HPU_OP_CUMSUM: return validate_cumsum(node);
     case HPU_OP_SOFTMAX: return validate_same_shape_op(node, 1, 1);
     case HPU_OP_SOFTMAX_BACKWARD: return validate_same_shape_op(node, 2, 1);
     case HPU_OP_LAYER_NORM: return validate_layer_norm(node);

@@ -801,6 +801,46 @@ static void cumprod_row(const red_t *r, const char *p, char *o, int64_t n, int64
   }
 }
 
+/* log(e^x + e^y) as PyTorch's CPU logcumsumexp takes it (x the new element,
+ * y the running value): log1p(e^(min - max)) + max, NaN propagating, and x
+ * itself when both are the same infinity (e^(inf - inf) would be NaN). */
+#define LOG_ADD_EXP(T, EXP, LOG1P, x, y)                                      \
+  ({                                                                         \
+    T x_ = (x), y_ = (y);                                                    \
+    T lo_ = y_ != y_ ? y_ : (y_ < x_ ? y_ : x_);                             \
+    T hi_ = y_ != y_ ? y_ : (x_ < y_ ? y_ : x_);                             \
+    (lo_ != hi_ || isfinite(lo_)) ? LOG1P(EXP(lo_ - hi_)) + hi_ : x_;        \
+  })
+
+/* The running value in PyTorch's CPU accumulation type: float for bf16 /
+ * fp16, double for float32 / float64, with the matching libm calls. */
+static void logcumsumexp_row(const red_t *r, const char *p, char *o, int64_t n, int64_t si,
+                             int64_t so) {
+  hpu_dtype_t dt = r->dto[0];
+  if (dt == HPU_BFLOAT16 || dt == HPU_FLOAT16) {
+    float s = -INFINITY;
+    for (int64_t k = 0; k < n; k++) {
+      s = LOG_ADD_EXP(float, expf, log1pf, hpu_load_f32(p + k * si, r->dti), s);
+      hpu_store_f32(o + k * so, dt, s);
+    }
+  } else {
+    double s = -INFINITY;
+    for (int64_t k = 0; k < n; k++) {
+      s = LOG_ADD_EXP(double, exp, log1p, hpu_load_f64(p + k * si, r->dti), s);
+      hpu_store_f64(o + k * so, dt, s);
+    }
+  }
+}
+
+static void logcumsumexp_rows(void *ctx, int64_t begin, int64_t end) {
+  const red_t *r = ctx;
+  for (int64_t m = begin; m < end; m++) {
+    int64_t io, oo[2];
+    kept_offsets(r, m, &io, oo);
+    logcumsumexp_row(r, r->in + io, r->out[0] + oo[0], r->rsz[0], r->rin[0], r->rout[0]);
+  }
+}
+
 static void cumsum_rows(void *ctx, int64_t begin, int64_t end) {
   const red_t *r = ctx;
   int64_t n = r->rsz[0], si = r->rin[0], so = r->rout[0];
@@ -840,8 +880,13 @@ void hpu_nn_cumsum(const hpu_node_t *node) {
   red_t r;
   const hpu_tensor_t *outs[1] = {&node->outputs[0]};
   build(&r, &node->inputs[0], outs, 1, (uint64_t)1 << node->params.nn.i[0], 0);
-  r.kind = node->params.nn.i[1] ? HPU_REDUCE_PROD : HPU_REDUCE_SUM;
+  r.kind = node->params.nn.i[1] == 1 ? HPU_REDUCE_PROD : HPU_REDUCE_SUM;
   if (r.M == 0 || r.L == 0) return;
+  if (node->params.nn.i[1] == 2) { /* an exp and a log1p per element */
+    int64_t grain = 4096 / r.L;
+    hpu_parallel_for(r.M, grain > 0 ? grain : 1, logcumsumexp_rows, &r);
+    return;
+  }
   int64_t grain = 32768 / r.L;
   hpu_parallel_for(r.M, grain > 0 ? grain : 1, cumsum_rows, &r);
 }

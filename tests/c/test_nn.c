@@ -400,6 +400,33 @@ static void test_argmax_cumsum(void) {
   for (int i = 0; i < 5; i++) CU_ASSERT_EQUAL(cs[i], (i + 1) * (i + 2) / 2);
 }
 
+/* logcumsumexp (cumsum mode 2): log of running sums of known exponentials,
+ * -inf for an all -inf prefix, +inf kept (not inf - inf); bad modes and an
+ * integer output are refused. */
+static void test_logcumsumexp(void) {
+  double x[6] = {-INFINITY, log(1.0), log(2.0), log(3.0), INFINITY, 1.0};
+  double y[6];
+  hpu_node_t c = node(HPU_OP_CUMSUM);
+  c.num_inputs = c.num_outputs = 1;
+  c.inputs[0] = T1(x, HPU_FLOAT64, 6);
+  c.outputs[0] = T1(y, HPU_FLOAT64, 6);
+  c.params.nn.i[1] = 2;
+  CU_ASSERT_EQUAL_FATAL(run(&c), HPU_SUCCESS);
+  CU_ASSERT(isinf(y[0]) && y[0] < 0);
+  CU_ASSERT_DOUBLE_EQUAL(y[1], 0.0, 1e-15);
+  CU_ASSERT_DOUBLE_EQUAL(y[2], log(3.0), 1e-15);
+  CU_ASSERT_DOUBLE_EQUAL(y[3], log(6.0), 1e-15);
+  CU_ASSERT(isinf(y[4]) && y[4] > 0);
+  CU_ASSERT(isinf(y[5]) && y[5] > 0);
+  c.params.nn.i[1] = 3;
+  CU_ASSERT_EQUAL(run(&c), HPU_ERROR_INVALID_ARGUMENT);
+  int64_t iv[6] = {0}, io[6];
+  c.inputs[0] = T1(iv, HPU_INT64, 6);
+  c.outputs[0] = T1(io, HPU_INT64, 6);
+  c.params.nn.i[1] = 2;
+  CU_ASSERT_EQUAL(run(&c), HPU_ERROR_UNSUPPORTED);
+}
+
 /* softmax of equal values is uniform; log_softmax is -log(n) */
 /* Softmax and log_softmax rows of several lengths (the 64- and 16-lane
  * blocks and the scalar tail): the same bits on the generic, AVX2 and
@@ -805,6 +832,7 @@ int main(void) {
   CU_add_test(s, "row max/min and their index: every ISA, NaN, infinities, ties", test_row_minmax_every_isa);
   CU_add_test(s, "topk rows (k << n): every ISA, ties, NaN, infinities", test_topk_rows_every_isa);
   CU_add_test(s, "argmax and cumsum", test_argmax_cumsum);
+  CU_add_test(s, "logcumsumexp", test_logcumsumexp);
   CU_add_test(s, "softmax of equal values", test_softmax_equal);
   CU_add_test(s, "softmax rows: same bits on every ISA", test_softmax_rows_same_bits_every_isa);
   CU_add_test(s, "layer norm by construction", test_layer_norm);

@@ -623,6 +623,52 @@ def test_cumprod(dtype, fallback_counts):
     assert fallback_counts() == {}
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+def test_logcumsumexp(dtype, fallback_counts):
+    """The CPU's arithmetic: float for bf16 / fp16, double for float32 /
+    float64 (the same libm calls), so the same bits, infinities and NaN
+    included."""
+    x = (make((6, 333), torch.float32, seed=7) * 5).to(dtype)
+    x[0, 7] = float("inf")
+    x[1, 0] = float("-inf")
+    x[2, 9] = float("nan")
+    x[3, :] = float("-inf")  # stays -inf (log of 0)
+    x[4, 4:6] = float("inf")  # inf + inf stays inf, not NaN
+    h = x.to("hpu")
+    for dim in (0, 1, -1):
+        assert_close_to_cpu(torch.logcumsumexp(h, dim), torch.logcumsumexp(x, dim), **EXACT, equal_nan=True)
+    assert_close_to_cpu(torch.logcumsumexp(h[:, ::3], 1), torch.logcumsumexp(x[:, ::3], 1), **EXACT, equal_nan=True)
+    out = torch.empty(0, dtype=dtype, device="hpu")
+    torch.logcumsumexp(h.t(), 1, out=out)
+    assert_close_to_cpu(out, torch.logcumsumexp(x.t(), 1), **EXACT, equal_nan=True)
+    if dtype in (torch.bfloat16, torch.float16):  # every value after a few running values
+        v = torch.arange(65536, dtype=torch.int32).to(torch.int16).view(dtype)
+        for start in (0.0, -3.5, 7.25, float("inf"), float("-inf")):
+            pair = torch.stack([torch.full_like(v, start), v], 1)
+            assert_close_to_cpu(torch.logcumsumexp(pair.to("hpu"), 1), torch.logcumsumexp(pair, 1), **EXACT,
+                                equal_nan=True)
+    assert_close_to_cpu(torch.logcumsumexp(torch.tensor(2.0, dtype=dtype).to("hpu"), 0),
+                        torch.logcumsumexp(torch.tensor(2.0, dtype=dtype), 0), **EXACT)
+    assert torch.logcumsumexp(torch.empty(0, 3, dtype=dtype, device="hpu"), 1).shape == (0, 3)
+    if dtype in (torch.float32, torch.float64):
+        xc = make((5, 40), dtype, seed=8).requires_grad_()
+        xh = xc.detach().to("hpu").requires_grad_()
+        g = make((5, 40), dtype, seed=9)
+        torch.logcumsumexp(xc, 1).backward(g)
+        torch.logcumsumexp(xh, 1).backward(g.to("hpu"))
+        assert_close_to_cpu(xh.grad, xc.grad, **tol(dtype, 40))
+    assert fallback_counts() == {}
+
+
+def test_logcumsumexp_bad_input():
+    with pytest.raises(NotImplementedError, match="logcumsumexp_out_cpu.*Long"):
+        torch.logcumsumexp(torch.tensor([1, 2], device="hpu"), 0)
+    with pytest.raises(IndexError, match="Dimension out of range"):
+        torch.logcumsumexp(torch.zeros(2, 3, device="hpu"), 2)
+    with pytest.raises(RuntimeError, match="expected scalar_type Float but found Double"):
+        torch.logcumsumexp(torch.zeros(3, device="hpu"), 0, out=torch.empty(3, dtype=torch.float64, device="hpu"))
+
+
 def test_nll_loss_1d_input():
     x = F.log_softmax(make((5,)), 0)
     t = torch.tensor(3)
