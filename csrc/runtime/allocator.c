@@ -198,7 +198,10 @@ static block_t *live_remove(card_t *c, const void *p) {
  * (a + b -> c over 64M floats: 27 ms, 18 ms with 4 KiB more between them;
  * 128 and 384 MiB apart ran at full speed). PyTorch's CPU tensors come from
  * mmap with a header page and never line up so. The extra 2 MiB is split
- * off as a free block the large pool can still use. */
+ * off as a free block the large pool can still use. The price: up to 3% of
+ * the memory of such tensors, so a card filled to its last few percent with
+ * them runs out a tensor sooner (carve_block then falls back to the exact
+ * size only for the segment that does not fit). */
 #define STAGGER_EVERY ((size_t)64 << 20)
 #define STAGGER ((size_t)2 << 20)
 
