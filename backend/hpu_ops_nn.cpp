@@ -348,57 +348,48 @@ at::Tensor& argmin_out(const at::Tensor& self, std::optional<int64_t> dim, bool 
   return arg_out(HPU_REDUCE_AMIN, self, dim, keepdim, out, "argmin");
 }
 
-at::Tensor& cum_out(const at::Tensor& self, int64_t dim, at::Tensor& out, bool prod) {
-  const char* name = prod ? "cumprod" : "cumsum";
+// The cumsum node's modes (params i[1]): sum, product, log-sum-exp.
+enum { CUM_SUM = 0, CUM_PROD = 1, CUM_LOGSUMEXP = 2 };
+
+at::Tensor& cum_out(const at::Tensor& self, int64_t dim, at::Tensor& out, int mode) {
+  static const char* const names[] = {"cumsum", "cumprod", "_logcumsumexp"};
+  const char* name = names[mode];
   check_hpu_dtype(self.scalar_type(), name);
   check_same_device(name, {&self, &out});
+  if (mode == CUM_LOGSUMEXP) {
+    // logcumsumexp's out= form checks the dtypes and casts self to out's
+    // before it gets here; these are for _logcumsumexp called directly
+    TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()), "\"logcumsumexp_out_cpu\" not implemented for '",
+                                self.scalar_type(), "' on hpu (floating types only)");
+    TORCH_CHECK(out.scalar_type() == self.scalar_type(), "expected scalar_type ", self.scalar_type(), " but found ",
+                out.scalar_type());
+  }
   dim = at::maybe_wrap_dim(dim, self.dim());
   at::native::resize_output(out, self.sizes());
   if (out.numel() == 0) return out;
   hpu_node_t n = make_node(HPU_OP_CUMSUM);
   // the CPU's cumprod multiplies self already cast to the result's dtype
-  add_in(n, prod && self.scalar_type() != out.scalar_type() ? self.to(out.scalar_type()) : self);
+  bool cast = mode == CUM_PROD && self.scalar_type() != out.scalar_type();
+  add_in(n, cast ? self.to(out.scalar_type()) : self);
   add_out(n, out);
   n.compute_dtype = n.outputs[0].dtype;
   n.params.nn.i[0] = dim;
-  n.params.nn.i[1] = prod;
+  n.params.nn.i[1] = mode;
   launch(dev_of(out), n);
   return out;
 }
 at::Tensor& cumsum_out(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, at::Tensor& out) {
-  return cum_out(self, dim, out, false);
+  return cum_out(self, dim, out, CUM_SUM);
 }
 at::Tensor& cumprod_out(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, at::Tensor& out) {
-  return cum_out(self, dim, out, true);
-}
-
-// _logcumsumexp, under logcumsumexp (whose out= form checks the dtypes and
-// casts self to out's before it gets here): the cumsum node in mode 2.
-at::Tensor& logcumsumexp_into(const at::Tensor& self, int64_t dim, at::Tensor& out) {
-  check_hpu_dtype(self.scalar_type(), "_logcumsumexp");
-  check_same_device("_logcumsumexp", {&self, &out});
-  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()), "\"logcumsumexp_out_cpu\" not implemented for '",
-                              self.scalar_type(), "' on hpu (floating types only)");
-  TORCH_CHECK(out.scalar_type() == self.scalar_type(), "expected scalar_type ", self.scalar_type(), " but found ",
-              out.scalar_type());
-  dim = at::maybe_wrap_dim(dim, self.dim());
-  at::native::resize_output(out, self.sizes());
-  if (out.numel() == 0) return out;
-  hpu_node_t n = make_node(HPU_OP_CUMSUM);
-  add_in(n, self);
-  add_out(n, out);
-  n.compute_dtype = n.outputs[0].dtype;
-  n.params.nn.i[0] = dim;
-  n.params.nn.i[1] = 2;
-  launch(dev_of(out), n);
-  return out;
+  return cum_out(self, dim, out, CUM_PROD);
 }
 at::Tensor logcumsumexp(const at::Tensor& self, int64_t dim) {
   at::Tensor out = at::empty({0}, self.options());
-  return logcumsumexp_into(self, dim, out);
+  return cum_out(self, dim, out, CUM_LOGSUMEXP);
 }
 at::Tensor& logcumsumexp_out(const at::Tensor& self, int64_t dim, at::Tensor& out) {
-  return logcumsumexp_into(self, dim, out);
+  return cum_out(self, dim, out, CUM_LOGSUMEXP);
 }
 
 // ---- softmax --------------------------------------------------------------------
