@@ -12,6 +12,7 @@
 #include "hpu/metrics.h"
 #include "hpu/rng.h"
 #include "runtime/runtime.h"
+#include "runtime/lock.h"
 
 struct hpu_captured {
   int device;
@@ -21,13 +22,13 @@ struct hpu_captured {
 };
 
 typedef struct capture_state {
-  pthread_mutex_t mu;
+  hpu_mutex_t mu;
   hpu_captured_t *active; /* being recorded */
   hpu_graph_t *graph;
 } capture_state_t;
 
 static capture_state_t states[HPU_MAX_CARDS] = {
-    [0 ... HPU_MAX_CARDS - 1] = {.mu = PTHREAD_MUTEX_INITIALIZER}};
+    [0 ... HPU_MAX_CARDS - 1] = {.mu = HPU_MUTEX_INIT(HPU_RANK_CAPTURE, "capture")}};
 
 int hpu_capture_active(int device) {
   if (device < 0 || device >= HPU_MAX_CARDS) return 0;
@@ -45,39 +46,39 @@ hpu_status_t hpu_capture_begin(int device) {
   hpu_captured_t *c = calloc(1, sizeof *c);
   if (!c) return hpu_error(HPU_ERROR_SYSTEM, "capture_begin: out of host memory");
   c->device = device;
-  pthread_mutex_lock(&s->mu);
+  hpu_mutex_lock(&s->mu);
   if ((st = hpu_graph_create(&s->graph)) != HPU_SUCCESS) {
-    pthread_mutex_unlock(&s->mu);
+    hpu_mutex_unlock(&s->mu);
     free(c);
     return st;
   }
   hpu_alloc_capture_begin(device, c);
   __atomic_store_n(&s->active, c, __ATOMIC_RELEASE);
-  pthread_mutex_unlock(&s->mu);
+  hpu_mutex_unlock(&s->mu);
   return HPU_SUCCESS;
 }
 
 int hpu_capture_record(int device, const hpu_node_t *node, hpu_status_t *st) {
   if (!hpu_capture_active(device)) return 0;
   capture_state_t *s = &states[device];
-  pthread_mutex_lock(&s->mu);
+  hpu_mutex_lock(&s->mu);
   if (!s->active) {
-    pthread_mutex_unlock(&s->mu);
+    hpu_mutex_unlock(&s->mu);
     return 0;
   }
   *st = hpu_graph_append(s->graph, node);
-  pthread_mutex_unlock(&s->mu);
+  hpu_mutex_unlock(&s->mu);
   return 1;
 }
 
 static hpu_captured_t *detach(int device, hpu_graph_t **graph) {
   capture_state_t *s = &states[device];
-  pthread_mutex_lock(&s->mu);
+  hpu_mutex_lock(&s->mu);
   hpu_captured_t *c = s->active;
   *graph = s->graph;
   s->graph = NULL;
   __atomic_store_n(&s->active, NULL, __ATOMIC_RELEASE);
-  pthread_mutex_unlock(&s->mu);
+  hpu_mutex_unlock(&s->mu);
   hpu_alloc_capture_end(device);
   return c;
 }

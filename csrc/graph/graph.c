@@ -13,6 +13,7 @@
 #include "hpu/metrics.h"
 #include "hpu/status.h"
 #include "runtime/runtime.h"
+#include "runtime/lock.h"
 
 /* Small graphs (every eager op) keep their nodes inline: one malloc per launch. */
 #define INLINE_NODES 1
@@ -85,7 +86,7 @@ static void recycle(struct hpu_graph *g) {
  * (a graph is built on the host thread and freed on the queue thread; a
  * few are kept because the host may run several graphs ahead). */
 #define SPARE_ARRAYS 4
-static pthread_mutex_t spare_mu = PTHREAD_MUTEX_INITIALIZER;
+static hpu_mutex_t spare_mu = HPU_MUTEX_INIT(HPU_RANK_LEAF, "graph spare list");
 static struct { hpu_node_t *nodes; int capacity; } spare[SPARE_ARRAYS];
 /* When the host records faster than the queue runs (a busy machine), every
  * spare can be in flight: a new graph then starts at the size the last one
@@ -94,20 +95,20 @@ static _Atomic int last_capacity = 2;
 
 static hpu_node_t *take_spare(int need, int *capacity) {
   hpu_node_t *got = NULL;
-  pthread_mutex_lock(&spare_mu);
+  hpu_mutex_lock(&spare_mu);
   for (int i = 0; i < SPARE_ARRAYS && !got; i++)
     if (spare[i].nodes && spare[i].capacity >= need) {
       got = spare[i].nodes;
       *capacity = spare[i].capacity;
       spare[i].nodes = NULL;
     }
-  pthread_mutex_unlock(&spare_mu);
+  hpu_mutex_unlock(&spare_mu);
   return got;
 }
 
 static void give_spare(hpu_node_t *nodes, int capacity) {
   atomic_store_explicit(&last_capacity, capacity, memory_order_relaxed);
-  pthread_mutex_lock(&spare_mu);
+  hpu_mutex_lock(&spare_mu);
   int slot = -1; /* an empty slot, else the one with the smallest array */
   for (int i = 0; i < SPARE_ARRAYS && slot < 0; i++)
     if (!spare[i].nodes) slot = i;
@@ -122,7 +123,7 @@ static void give_spare(hpu_node_t *nodes, int capacity) {
     spare[slot].capacity = capacity;
     nodes = old;
   }
-  pthread_mutex_unlock(&spare_mu);
+  hpu_mutex_unlock(&spare_mu);
   free(nodes);
 }
 

@@ -18,12 +18,14 @@
 #include "hpu/graph.h"
 #include "hpu/lazy.h"
 #include "hpu/metrics.h"
+#include "runtime/lock.h"
 
 #define PREV_SLOTS 32
 
 typedef struct pending {
-  pthread_mutex_t mu;
+  hpu_mutex_t mu;
   hpu_graph_t *graph;       /* NULL when nothing is pending */
+  int flushing;             /* a flush has taken the graph and not yet queued or run it */
   hpu_stream_t stream;      /* where the graph will run */
   /* The graphs flushed at each position of the last step (a step ends at
    * mark_step): a recompilation is explained against the graph that ran at
@@ -32,13 +34,13 @@ typedef struct pending {
   int position;             /* graphs flushed since the last mark_step */
 } pending_t;
 
-static pending_t cards[HPU_MAX_CARDS] = {[0 ... HPU_MAX_CARDS - 1] = {.mu = PTHREAD_MUTEX_INITIALIZER}};
+static pending_t cards[HPU_MAX_CARDS] = {[0 ... HPU_MAX_CARDS - 1] = {.mu = HPU_MUTEX_INIT(HPU_RANK_LAZY, "lazy graph")}};
 
 static _Atomic int lazy_state = -1; /* -1: not read from the environment yet */
 static int max_nodes;
 
 #define REASONS 64
-static pthread_mutex_t reasons_mu = PTHREAD_MUTEX_INITIALIZER;
+static hpu_mutex_t reasons_mu = HPU_MUTEX_INIT(HPU_RANK_LEAF, "recompile reasons");
 static char reasons[REASONS][640];
 static size_t reasons_count;
 
@@ -74,19 +76,19 @@ static double now_us(void) {
 }
 
 static void note_reason(int device, const char *why) {
-  pthread_mutex_lock(&reasons_mu);
+  hpu_mutex_lock(&reasons_mu);
   snprintf(reasons[reasons_count % REASONS], sizeof reasons[0], "hpu:%d: %s", device, why);
   reasons_count++;
-  pthread_mutex_unlock(&reasons_mu);
+  hpu_mutex_unlock(&reasons_mu);
   const char *log = getenv("PT_HPU_LOG_GRAPH_COMPILE");
   if (log && strcmp(log, "1") == 0) fprintf(stderr, "[habana_torch] graph compile hpu:%d: %s\n", device, why);
 }
 
 int hpu_recompile_reason(size_t n, char *buf, size_t len) {
-  pthread_mutex_lock(&reasons_mu);
+  hpu_mutex_lock(&reasons_mu);
   int ok = n < reasons_count && n < REASONS;
   if (ok) snprintf(buf, len, "%s", reasons[(reasons_count - 1 - n) % REASONS]);
-  pthread_mutex_unlock(&reasons_mu);
+  hpu_mutex_unlock(&reasons_mu);
   return ok;
 }
 
@@ -116,9 +118,9 @@ static void remember(pending_t *p, hpu_signature_t *sig) {
 hpu_status_t hpu_lazy_mark_step(int device) {
   hpu_status_t st = hpu_lazy_flush(device);
   if (device >= 0 && device < HPU_MAX_CARDS) {
-    pthread_mutex_lock(&cards[device].mu);
+    hpu_mutex_lock(&cards[device].mu);
     cards[device].position = 0;
-    pthread_mutex_unlock(&cards[device].mu);
+    hpu_mutex_unlock(&cards[device].mu);
   }
   return st;
 }
@@ -179,6 +181,9 @@ static void compile_or_hit(int device, pending_t *p, hpu_graph_t *g) {
 
 static hpu_status_t flush(int device, int to_wait) {
   if (device < 0 || device >= HPU_MAX_CARDS) return HPU_SUCCESS;
+  /* A flush to wait runs or waits for the graph (lock.h); a plain one only
+   * takes the lazy lock, which the lock check sees when it is taken. */
+  if (to_wait) hpu_lock_check_may_wait("a lazy flush");
   /* Every wait for the card and everything else put on its queue comes
    * through here: none of it can happen in the middle of a capture. */
   if (hpu_capture_active(device))
@@ -189,25 +194,33 @@ static hpu_status_t flush(int device, int to_wait) {
                      "move it out of the captured region",
                      device);
   pending_t *p = &cards[device];
-  /* Cheap unlocked peek: most flush points find nothing pending. */
-  if (!__atomic_load_n(&p->graph, __ATOMIC_ACQUIRE)) return HPU_SUCCESS;
+  /* Cheap unlocked peek: most flush points find nothing pending. A graph
+   * another thread has taken but not yet queued counts as pending: this
+   * flush must not return before it is on the queue (a synchronize would
+   * then find the queue idle and return before that work ran). flushing is
+   * set before the graph is taken and cleared after it is queued, so a
+   * peek that sees the graph gone sees flushing too, or the graph queued. */
+  if (!__atomic_load_n(&p->graph, __ATOMIC_SEQ_CST) && !__atomic_load_n(&p->flushing, __ATOMIC_SEQ_CST))
+    return HPU_SUCCESS;
   /* Detach, compile and enqueue under one lock, so graphs reach the queue in
    * the order they were recorded. Enqueueing a graph does not flush (see
    * hpu_graph_launch), so this cannot re-enter. A graph run here (to_wait)
    * runs under the lock too: a flush inside it finds no graph at the peek,
    * and another thread's next graph cannot overtake it. */
-  pthread_mutex_lock(&p->mu);
+  hpu_mutex_lock(&p->mu);
   hpu_graph_t *g = p->graph;
   hpu_status_t st = HPU_SUCCESS;
   if (g) {
-    p->graph = NULL;
+    __atomic_store_n(&p->flushing, 1, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&p->graph, NULL, __ATOMIC_SEQ_CST);
     compile_or_hit(device, p, g);
     hpu_metric_add("graph_launch", 1);
     hpu_metric_add("graph_nodes", hpu_graph_num_nodes(g));
     /* both take ownership */
     st = to_wait ? hpu_graph_run_or_launch(g, p->stream) : hpu_graph_launch(g, p->stream);
+    __atomic_store_n(&p->flushing, 0, __ATOMIC_SEQ_CST);
   }
-  pthread_mutex_unlock(&p->mu);
+  hpu_mutex_unlock(&p->mu);
   return st;
 }
 
@@ -226,9 +239,9 @@ hpu_status_t hpu_lazy_flush_all(void) {
 int hpu_lazy_pending(int device) {
   if (device < 0 || device >= HPU_MAX_CARDS) return 0;
   pending_t *p = &cards[device];
-  pthread_mutex_lock(&p->mu);
+  hpu_mutex_lock(&p->mu);
   int n = p->graph ? hpu_graph_num_nodes(p->graph) : 0;
-  pthread_mutex_unlock(&p->mu);
+  hpu_mutex_unlock(&p->mu);
   return n;
 }
 
@@ -239,7 +252,7 @@ hpu_status_t hpu_submit(hpu_stream_t stream, const hpu_node_t *node) {
   if (stream.device < 0 || stream.device >= HPU_MAX_CARDS)
     return hpu_error(HPU_ERROR_INVALID_ARGUMENT, "hpu_submit: invalid device %d", stream.device);
   pending_t *p = &cards[stream.device];
-  pthread_mutex_lock(&p->mu);
+  hpu_mutex_lock(&p->mu);
   hpu_status_t st = HPU_SUCCESS;
   if (!p->graph) {
     st = hpu_graph_create(&p->graph);
@@ -250,7 +263,7 @@ hpu_status_t hpu_submit(hpu_stream_t stream, const hpu_node_t *node) {
     st = hpu_graph_append(p->graph, node);                    /* validates */
   }
   int full = st == HPU_SUCCESS && hpu_graph_num_nodes(p->graph) >= max_nodes;
-  pthread_mutex_unlock(&p->mu);
+  hpu_mutex_unlock(&p->mu);
   if (full) return hpu_lazy_flush(stream.device);
   return st;
 }

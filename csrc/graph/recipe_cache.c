@@ -7,6 +7,7 @@
 #include "graph/recipe_cache.h"
 #include "hpu/lazy.h"
 #include "hpu/metrics.h"
+#include "runtime/lock.h"
 
 typedef struct entry {
   hpu_signature_t sig;
@@ -17,7 +18,7 @@ typedef struct entry {
 
 #define NBUCKETS 4096
 
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static hpu_mutex_t mu = HPU_MUTEX_INIT(HPU_RANK_RECIPE, "recipe cache");
 static entry_t *buckets[NBUCKETS];
 static entry_t *lru_head, *lru_tail;
 static size_t count, capacity;
@@ -58,17 +59,17 @@ static void remove_entry(entry_t *e) {
 
 int hpu_recipe_cache_lookup(const hpu_signature_t *sig, hpu_plan_t **plan) {
   *plan = NULL;
-  pthread_mutex_lock(&mu);
+  hpu_mutex_lock(&mu);
   for (entry_t *e = buckets[sig->hash % NBUCKETS]; e; e = e->chain) {
     if (hpu_signature_equal(&e->sig, sig)) {
       lru_unlink(e);
       lru_push_front(e);
       if (e->plan) *plan = hpu_plan_copy(e->plan);
-      pthread_mutex_unlock(&mu);
+      hpu_mutex_unlock(&mu);
       return 1;
     }
   }
-  pthread_mutex_unlock(&mu);
+  hpu_mutex_unlock(&mu);
   return 0;
 }
 
@@ -82,7 +83,7 @@ void hpu_recipe_cache_insert(hpu_signature_t *sig, hpu_plan_t *plan) {
   e->sig = *sig;
   e->plan = plan;
   memset(sig, 0, sizeof *sig);
-  pthread_mutex_lock(&mu);
+  hpu_mutex_lock(&mu);
   e->chain = buckets[e->sig.hash % NBUCKETS];
   buckets[e->sig.hash % NBUCKETS] = e;
   lru_push_front(e);
@@ -91,18 +92,18 @@ void hpu_recipe_cache_insert(hpu_signature_t *sig, hpu_plan_t *plan) {
     remove_entry(lru_tail);
     hpu_metric_add("recipe_cache_evict", 1);
   }
-  pthread_mutex_unlock(&mu);
+  hpu_mutex_unlock(&mu);
 }
 
 size_t hpu_recipe_cache_size(void) {
-  pthread_mutex_lock(&mu);
+  hpu_mutex_lock(&mu);
   size_t n = count;
-  pthread_mutex_unlock(&mu);
+  hpu_mutex_unlock(&mu);
   return n;
 }
 
 void hpu_recipe_cache_clear(void) {
-  pthread_mutex_lock(&mu);
+  hpu_mutex_lock(&mu);
   while (lru_head) remove_entry(lru_head);
-  pthread_mutex_unlock(&mu);
+  hpu_mutex_unlock(&mu);
 }

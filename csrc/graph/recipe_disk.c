@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "hpu/metrics.h"
+#include "runtime/lock.h"
 
 #define MAGIC 0x3150435255504848ull /* "HHPURCP1" */
 /* 2: groups may end with a row op; 3: the row op may be a reduction,
@@ -39,7 +40,7 @@ typedef struct header {
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static char dir[900];
 static int64_t max_bytes, used_bytes;
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static hpu_mutex_t mu = HPU_MUTEX_INIT(HPU_RANK_RECIPE, "recipe disk cache");
 
 static int truthy(const char *s) {
   return strcmp(s, "1") == 0 || strcasecmp(s, "true") == 0 || strcasecmp(s, "yes") == 0;
@@ -172,10 +173,10 @@ void hpu_recipe_disk_store(const hpu_signature_t *sig, const hpu_plan_t *plan) {
   int n = sig->num_nodes;
   int64_t bytes = (int64_t)(sizeof(header_t) + sig->len * sizeof(int64_t));
   if (plan) bytes += (int64_t)(n * sizeof(int) + (size_t)plan->num_groups * sizeof(hpu_fused_group_t));
-  pthread_mutex_lock(&mu);
+  hpu_mutex_lock(&mu);
   int room = max_bytes <= 0 || used_bytes + bytes <= max_bytes;
   if (room) used_bytes += bytes;
-  pthread_mutex_unlock(&mu);
+  hpu_mutex_unlock(&mu);
   if (!room) {
     hpu_metric_add("recipe_cache_disk_full", 1);
     return;

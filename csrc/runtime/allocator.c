@@ -29,6 +29,7 @@
 
 #include "hpu/lazy.h"
 #include "hpu/memory.h"
+#include "runtime/lock.h"
 #include "runtime/runtime.h"
 
 #define ROUND ((size_t)512)
@@ -60,7 +61,7 @@ typedef struct {
 } block_set_t;
 
 typedef struct card {
-  pthread_mutex_t mu;
+  hpu_mutex_t mu;
   hpu_arena_t *arena;
   _Atomic(char *) base; /* published once the arena exists, for pointer lookup */
   size_t size;
@@ -71,10 +72,14 @@ typedef struct card {
   void *capture_owner; /* an HPU graph being captured on this card, or NULL */
   block_t *parked[PARK_SLOTS]; /* freed small blocks not yet back in the pool */
   int nparked;
+  int releasing;             /* release_cached calls holding blocks out of the pool */
+  pthread_cond_t released;   /* signalled when one of them is done */
   hpu_memory_stats_t st;
 } card_t;
 
-static card_t cards[HPU_MAX_CARDS] = {[0 ... HPU_MAX_CARDS - 1] = {.mu = PTHREAD_MUTEX_INITIALIZER}};
+static card_t cards[HPU_MAX_CARDS] = {
+    [0 ... HPU_MAX_CARDS - 1] = {.mu = HPU_MUTEX_INIT(HPU_RANK_ALLOCATOR, "allocator"),
+                                 .released = PTHREAD_COND_INITIALIZER}};
 
 /* ---- block records ---- */
 
@@ -193,14 +198,13 @@ static block_t *live_remove(card_t *c, const void *p) {
 
 /* A large segment whose size is a multiple of STAGGER_EVERY gets STAGGER
  * more, so that big tensors allocated one after another (a, b and out of
- * 256 MiB each) do not start a multiple of 256 MiB apart. On the Zen 4 VM of
- * session 20, two streams that far apart ran at 0.55-0.65 of the bandwidth
- * (a + b -> c over 64M floats: 27 ms, 18 ms with 4 KiB more between them;
- * 128 and 384 MiB apart ran at full speed). PyTorch's CPU tensors come from
+ * 256 MiB each) do not start a multiple of 256 MiB apart: on an AMD EPYC
+ * (Zen 4 class), two streams that far apart ran at 0.55-0.65 of the
+ * bandwidth (docs/PERFORMANCE.md). PyTorch's CPU tensors come from
  * mmap with a header page and never line up so. The extra 2 MiB is split
  * off as a free block the large pool can still use. The price: up to 3% of
  * the memory of such tensors, so a card filled to its last few percent with
- * them runs out a tensor sooner (carve_block then falls back to the exact
+ * them runs out a tensor sooner (new_segment then falls back to the exact
  * size only for the segment that does not fit). */
 #define STAGGER_EVERY ((size_t)64 << 20)
 #define STAGGER ((size_t)2 << 20)
@@ -242,15 +246,20 @@ static block_t *unpark_size(card_t *c, size_t size) {
   return b;
 }
 
-/* Returns every cached block that spans a whole segment to the arena.
- * Freed blocks may still be read or written by queued work (stream-ordered
- * reuse), and releasing punches their pages out of the memfd (they would
- * read back as zeros), so the card's queue is drained first. Queue tasks
- * never allocate device memory, so waiting under the card's lock is safe. */
+/* Returns every cached block that spans a whole segment to the arena;
+ * called without c->mu. Freed blocks may still be read or written by work
+ * recorded or queued before they were freed (stream-ordered reuse), and
+ * releasing punches their pages out of the memfd (they would read back as
+ * zeros). So the blocks are first taken out of the pool, where nothing new
+ * can get them, then the card's recorded work is flushed and its queue
+ * drained with the allocator unlocked (a flush asks the allocator which
+ * outputs are live, a queued collective asks it for the arena: lock.h),
+ * and only then do the pages go back. If the flush fails, recorded work
+ * that may read the blocks did not reach the queue: they stay cached. */
 static void release_cached(card_t *c, int device) {
-  hpu_lazy_flush(device); /* recorded work may read freed blocks too */
-  hpu_queue_drain(device);
+  hpu_mutex_lock(&c->mu);
   unpark_all(c);
+  block_t *whole = NULL; /* chained through hnext, as the spare list is */
   for (int p = 0; p < NUM_POOLS; p++) {
     block_set_t *s = &c->pools[p];
     size_t keep = 0;
@@ -260,13 +269,34 @@ static void release_cached(card_t *c, int device) {
         s->v[keep++] = b;
         continue;
       }
-      hpu_arena_release(c->arena, b->ptr, b->size);
-      c->st.reserved_bytes -= b->size;
-      c->st.num_segments--;
-      block_recycle(c, b);
+      b->hnext = whole;
+      whole = b;
     }
     s->n = keep;
   }
+  if (whole) c->releasing++;
+  hpu_mutex_unlock(&c->mu);
+  if (!whole) return;
+
+  int flushed = hpu_lazy_flush(device) == HPU_SUCCESS;
+  hpu_queue_drain(device);
+
+  hpu_mutex_lock(&c->mu);
+  for (block_t *b = whole, *next; b; b = next) {
+    next = b->hnext;
+    b->hnext = NULL;
+    if (!flushed) {
+      if (pool_insert(c, b) != 0) hpu_error(HPU_ERROR_SYSTEM, "hpu: out of host memory for the free list");
+      continue;
+    }
+    hpu_arena_release(c->arena, b->ptr, b->size);
+    c->st.reserved_bytes -= b->size;
+    c->st.num_segments--;
+    block_recycle(c, b);
+  }
+  c->releasing--;
+  pthread_cond_broadcast(&c->released);
+  hpu_mutex_unlock(&c->mu);
 }
 
 static hpu_status_t oom(card_t *c, int device, size_t nbytes) {
@@ -287,49 +317,75 @@ static card_t *card_locked(int device, hpu_status_t *st) {
   *st = hpu_rt_enter_device(device);
   if (*st != HPU_SUCCESS) return NULL;
   card_t *c = &cards[device];
-  pthread_mutex_lock(&c->mu);
+  hpu_mutex_lock(&c->mu);
   c->st.capacity = hpu_rt_card_memory();
   return c;
 }
 
 /* ---- public API ---- */
 
-/* A block of exactly size bytes from the pool, or from a new segment,
- * splitting off the rest when it is worth keeping. */
-static hpu_status_t carve_block(card_t *c, int device, size_t nbytes, size_t size, int pool,
-                                block_t **out) {
-  block_t *b = NULL;
+/* The best-fitting cached free block of at least size bytes, taken out of
+ * the pool; NULL when there is none. */
+static block_t *take_from_pool(card_t *c, size_t size, int pool) {
   block_set_t *s = &c->pools[pool];
   size_t i = set_lower_bound(s, size, NULL);
-  if (i < s->n) {
-    b = s->v[i];
-    pool_remove(c, b);
-  } else {
-    size_t seg = segment_size(size, 1);
-    char *p = hpu_arena_alloc(c->arena, seg);
+  if (i >= s->n) return NULL;
+  block_t *b = s->v[i];
+  pool_remove(c, b);
+  return b;
+}
+
+/* A new segment for a request of size bytes, or NULL when the arena has no
+ * room for it. */
+static char *new_segment(card_t *c, size_t size, size_t *seg) {
+  *seg = segment_size(size, 1);
+  char *p = hpu_arena_alloc(c->arena, *seg);
+  if (!p && *seg != segment_size(size, 0)) { /* the stagger must not cause an OOM */
+    *seg = segment_size(size, 0);
+    p = hpu_arena_alloc(c->arena, *seg);
+  }
+  return p;
+}
+
+/* A block of exactly size bytes from the pool, or from a new segment,
+ * splitting off the rest when it is worth keeping. Called with c->mu held;
+ * when the arena is full, lets it go while the cache is released (see
+ * release_cached), so the pool is looked at again after. */
+static hpu_status_t carve_block(card_t *c, int device, size_t nbytes, size_t size, int pool,
+                                block_t **out) {
+  block_t *b = take_from_pool(c, size, pool);
+  if (!b) {
+    size_t seg;
+    char *p = new_segment(c, size, &seg);
     if (!p) {
-      /* Flush the cache and retry once, as PyTorch does. */
+      /* Give the cached segments back and retry once, as PyTorch does. */
+      hpu_mutex_unlock(&c->mu);
       release_cached(c, device);
+      hpu_mutex_lock(&c->mu);
       c->st.num_alloc_retries++;
-      p = hpu_arena_alloc(c->arena, seg);
+      /* Blocks another thread's release holds out of the pool are neither
+       * free nor gone yet: wait for those releases (they need only this
+       * lock to finish) before calling it out of memory. */
+      while (c->releasing) hpu_cond_wait(&c->released, &c->mu);
+      unpark_all(c);
+      b = take_from_pool(c, size, pool);
+      if (!b) p = new_segment(c, size, &seg);
     }
-    if (!p && seg != segment_size(size, 0)) { /* the stagger must not cause an OOM */
-      seg = segment_size(size, 0);
-      p = hpu_arena_alloc(c->arena, seg);
-    }
-    if (!p) return oom(c, device, nbytes);
-    b = block_new(c);
+    if (!b && !p) return oom(c, device, nbytes);
     if (!b) {
-      hpu_arena_release(c->arena, p, seg);
-      return hpu_error(HPU_ERROR_SYSTEM, "hpu_malloc: out of host memory for block records");
+      b = block_new(c);
+      if (!b) {
+        hpu_arena_release(c->arena, p, seg);
+        return hpu_error(HPU_ERROR_SYSTEM, "hpu_malloc: out of host memory for block records");
+      }
+      b->ptr = p;
+      b->size = seg;
+      b->pool = pool;
+      c->st.reserved_bytes += seg;
+      c->st.num_segments++;
+      if (c->st.reserved_bytes > c->st.peak_reserved_bytes)
+        c->st.peak_reserved_bytes = c->st.reserved_bytes;
     }
-    b->ptr = p;
-    b->size = seg;
-    b->pool = pool;
-    c->st.reserved_bytes += seg;
-    c->st.num_segments++;
-    if (c->st.reserved_bytes > c->st.peak_reserved_bytes)
-      c->st.peak_reserved_bytes = c->st.reserved_bytes;
   }
 
   size_t remaining = b->size - size;
@@ -396,7 +452,7 @@ hpu_status_t hpu_malloc(int device, size_t nbytes, void **ptr) {
     c->st.peak_allocated_bytes = c->st.allocated_bytes;
   *ptr = b->ptr;
 out:
-  pthread_mutex_unlock(&c->mu);
+  hpu_mutex_unlock(&c->mu);
   return st;
 }
 
@@ -417,12 +473,12 @@ hpu_status_t hpu_free(int device, void *ptr) {
     /* An HPU graph's memory: its replays will write here again, so the
      * block stays out of the pool until the graph is destroyed. */
     owned->user_freed = 1;
-    pthread_mutex_unlock(&c->mu);
+    hpu_mutex_unlock(&c->mu);
     return HPU_SUCCESS;
   }
   block_t *b = live_remove(c, ptr);
   if (!b) {
-    pthread_mutex_unlock(&c->mu);
+    hpu_mutex_unlock(&c->mu);
     int owner = -1;
     hpu_pointer_get_device(ptr, &owner);
     if (owner >= 0 && owner != device)
@@ -433,7 +489,7 @@ hpu_status_t hpu_free(int device, void *ptr) {
                      "(or was already freed)", ptr, device);
   }
   free_block_locked(c, b);
-  pthread_mutex_unlock(&c->mu);
+  hpu_mutex_unlock(&c->mu);
   return HPU_SUCCESS;
 }
 
@@ -480,8 +536,9 @@ hpu_status_t hpu_memory_empty_cache(int device) {
   hpu_status_t st;
   card_t *c = card_locked(device, &st);
   if (!c) return st;
-  if (c->arena) release_cached(c, device);
-  pthread_mutex_unlock(&c->mu);
+  int has_arena = c->arena != NULL;
+  hpu_mutex_unlock(&c->mu);
+  if (has_arena) release_cached(c, device);
   return HPU_SUCCESS;
 }
 
@@ -492,7 +549,7 @@ hpu_status_t hpu_memory_get_stats(int device, hpu_memory_stats_t *stats) {
   if (!c) return st;
   unpark_all(c); /* so the split-block counts are the pool's real ones */
   *stats = c->st;
-  pthread_mutex_unlock(&c->mu);
+  hpu_mutex_unlock(&c->mu);
   return HPU_SUCCESS;
 }
 
@@ -502,7 +559,7 @@ hpu_status_t hpu_memory_reset_peak(int device) {
   if (!c) return st;
   c->st.peak_allocated_bytes = c->st.allocated_bytes;
   c->st.peak_reserved_bytes = c->st.reserved_bytes;
-  pthread_mutex_unlock(&c->mu);
+  hpu_mutex_unlock(&c->mu);
   return HPU_SUCCESS;
 }
 
@@ -511,7 +568,7 @@ hpu_status_t hpu_memory_reset_accumulated(int device) {
   card_t *c = card_locked(device, &st);
   if (!c) return st;
   c->st.num_allocs = c->st.num_frees = c->st.num_ooms = c->st.num_alloc_retries = 0;
-  pthread_mutex_unlock(&c->mu);
+  hpu_mutex_unlock(&c->mu);
   return HPU_SUCCESS;
 }
 
@@ -521,7 +578,7 @@ hpu_status_t hpu_mem_get_info(int device, size_t *free_bytes, size_t *total_byte
   if (!c) return st;
   if (free_bytes) *free_bytes = (size_t)(c->st.capacity - c->st.reserved_bytes);
   if (total_bytes) *total_bytes = (size_t)c->st.capacity;
-  pthread_mutex_unlock(&c->mu);
+  hpu_mutex_unlock(&c->mu);
   return HPU_SUCCESS;
 }
 
@@ -535,7 +592,7 @@ hpu_status_t hpu_memory_arena(int device, int *memfd, void **base, size_t *size)
     if (base) *base = hpu_arena_base(c->arena);
     if (size) *size = hpu_arena_size(c->arena);
   }
-  pthread_mutex_unlock(&c->mu);
+  hpu_mutex_unlock(&c->mu);
   return st;
 }
 
@@ -572,33 +629,33 @@ void hpu_memory_are_allocated(const void *const *block_starts, int n, uint8_t *l
     }
     card_t *c = &cards[device];
     if (c != locked) {
-      if (locked) pthread_mutex_unlock(&locked->mu);
-      pthread_mutex_lock(&c->mu);
+      if (locked) hpu_mutex_unlock(&locked->mu);
+      hpu_mutex_lock(&c->mu);
       locked = c;
     }
     block_t *b = live_find(c, block_starts[i]);
     live[i] = (uint8_t)(b && !b->user_freed);
   }
-  if (locked) pthread_mutex_unlock(&locked->mu);
+  if (locked) hpu_mutex_unlock(&locked->mu);
 }
 
 void hpu_alloc_capture_begin(int device, void *owner) {
   card_t *c = &cards[device];
-  pthread_mutex_lock(&c->mu);
+  hpu_mutex_lock(&c->mu);
   c->capture_owner = owner;
-  pthread_mutex_unlock(&c->mu);
+  hpu_mutex_unlock(&c->mu);
 }
 
 void hpu_alloc_capture_end(int device) {
   card_t *c = &cards[device];
-  pthread_mutex_lock(&c->mu);
+  hpu_mutex_lock(&c->mu);
   c->capture_owner = NULL;
-  pthread_mutex_unlock(&c->mu);
+  hpu_mutex_unlock(&c->mu);
 }
 
 void hpu_alloc_release_owner(int device, void *owner) {
   card_t *c = &cards[device];
-  pthread_mutex_lock(&c->mu);
+  hpu_mutex_lock(&c->mu);
   for (size_t i = 0; i < c->nbuckets; i++) {
     for (block_t *b = c->buckets[i], *next; b; b = next) {
       next = b->hnext;
@@ -610,5 +667,5 @@ void hpu_alloc_release_owner(int device, void *owner) {
       }
     }
   }
-  pthread_mutex_unlock(&c->mu);
+  hpu_mutex_unlock(&c->mu);
 }

@@ -17,12 +17,13 @@
 #include "hpu/device.h"
 #include "hpu/lazy.h"
 #include "runtime/runtime.h"
+#include "runtime/lock.h"
 
 #define DEFAULT_NUM_CARDS 8
 #define DEFAULT_CARD_MEMORY ((size_t)16 << 30)
 #define SEGMENT_ALIGN ((size_t)2 << 20)
 
-static pthread_mutex_t init_mu = PTHREAD_MUTEX_INITIALIZER;
+static hpu_mutex_t init_mu = HPU_MUTEX_INIT(HPU_RANK_LEAF, "runtime init");
 static atomic_int initialized;  /* 1 once init succeeded (0 again in a forked child) */
 static atomic_int forked;       /* 1 in a child forked after init */
 static int num_cards;           /* physical cards on the host */
@@ -162,7 +163,7 @@ static hpu_status_t parse_card_memory(size_t *out) {
 hpu_status_t hpu_init(void) {
   if (atomic_load_explicit(&forked, memory_order_acquire)) return forked_error();
   if (atomic_load_explicit(&initialized, memory_order_acquire)) return HPU_SUCCESS;
-  pthread_mutex_lock(&init_mu);
+  hpu_mutex_lock(&init_mu);
   hpu_status_t st = HPU_SUCCESS;
   if (!atomic_load(&initialized)) {
     int cards = 0;
@@ -177,7 +178,7 @@ hpu_status_t hpu_init(void) {
       atomic_store_explicit(&initialized, 1, memory_order_release);
     }
   }
-  pthread_mutex_unlock(&init_mu);
+  hpu_mutex_unlock(&init_mu);
   return st;
 }
 
@@ -236,6 +237,7 @@ hpu_status_t hpu_device_get_props(int device, hpu_device_props_t *props) {
 hpu_status_t hpu_device_synchronize(int device) {
   hpu_status_t st = hpu_rt_enter_device(device);
   if (st != HPU_SUCCESS) return st;
+  if ((st = hpu_queue_check_wait(device)) != HPU_SUCCESS) return st;
   if ((st = hpu_lazy_flush_to_wait(device)) != HPU_SUCCESS) return st;
   return hpu_queue_sync(device);
 }

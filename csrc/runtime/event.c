@@ -10,9 +10,10 @@
 
 #include "hpu/stream.h"
 #include "runtime/runtime.h"
+#include "runtime/lock.h"
 
 struct hpu_event {
-  pthread_mutex_t mu;
+  hpu_mutex_t mu;
   pthread_cond_t cv;
   atomic_int refs;
   int timing;
@@ -29,7 +30,7 @@ typedef struct event_task {
 
 static void event_unref(hpu_event_t e) {
   if (atomic_fetch_sub(&e->refs, 1) == 1) {
-    pthread_mutex_destroy(&e->mu);
+    pthread_mutex_destroy(&e->mu.mu);
     pthread_cond_destroy(&e->cv);
     free(e);
   }
@@ -48,7 +49,7 @@ hpu_status_t hpu_event_create(hpu_event_t *event, int enable_timing) {
   if (st != HPU_SUCCESS) return st;
   hpu_event_t e = calloc(1, sizeof *e);
   if (!e) return hpu_error(HPU_ERROR_SYSTEM, "hpu_event_create: out of host memory");
-  pthread_mutex_init(&e->mu, NULL);
+  hpu_mutex_init(&e->mu, HPU_RANK_LEAF, "event");
   pthread_cond_init(&e->cv, NULL);
   atomic_init(&e->refs, 1);
   e->timing = enable_timing != 0;
@@ -67,13 +68,13 @@ static hpu_status_t mark_task(void *p) {
   hpu_event_t e = t->ev;
   struct timespec ts;
   if (e->timing) clock_gettime(CLOCK_MONOTONIC, &ts);
-  pthread_mutex_lock(&e->mu);
+  hpu_mutex_lock(&e->mu);
   if (t->gen > e->completed) { /* records on two cards may complete out of order */
     e->completed = t->gen;
     if (e->timing) e->stamp_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
     pthread_cond_broadcast(&e->cv);
   }
-  pthread_mutex_unlock(&e->mu);
+  hpu_mutex_unlock(&e->mu);
   return HPU_SUCCESS;
 }
 
@@ -86,12 +87,12 @@ hpu_status_t hpu_event_record(hpu_event_t e, hpu_stream_t stream) {
   if (!t) return hpu_error(HPU_ERROR_SYSTEM, "hpu_event_record: out of host memory");
   /* Not enqueued under the event lock: after exit began, the queue runs
    * tasks inline and mark_task takes that lock. */
-  pthread_mutex_lock(&e->mu);
+  hpu_mutex_lock(&e->mu);
   t->ev = e;
   t->gen = ++e->recorded;
   e->device = stream.device;
   atomic_fetch_add(&e->refs, 1);
-  pthread_mutex_unlock(&e->mu);
+  hpu_mutex_unlock(&e->mu);
   st = hpu_stream_enqueue(stream, mark_task, t, release_task);
   if (st != HPU_SUCCESS) {
     mark_task(t); /* never leave waiters hanging on a record that failed */
@@ -102,25 +103,25 @@ hpu_status_t hpu_event_record(hpu_event_t e, hpu_stream_t stream) {
 
 hpu_status_t hpu_event_query(hpu_event_t e) {
   if (!e) return hpu_error(HPU_ERROR_INVALID_ARGUMENT, "hpu_event_query: event is NULL");
-  pthread_mutex_lock(&e->mu);
+  hpu_mutex_lock(&e->mu);
   int done = e->completed >= e->recorded;
-  pthread_mutex_unlock(&e->mu);
+  hpu_mutex_unlock(&e->mu);
   return done ? HPU_SUCCESS
               : hpu_error(HPU_ERROR_NOT_READY, "hpu event: the recorded work has not finished");
 }
 
 hpu_status_t hpu_event_synchronize(hpu_event_t e) {
   if (!e) return hpu_error(HPU_ERROR_INVALID_ARGUMENT, "hpu_event_synchronize: event is NULL");
-  pthread_mutex_lock(&e->mu);
+  hpu_mutex_lock(&e->mu);
   uint64_t gen = e->recorded;
   if (e->completed < gen && hpu_queue_current_device() == e->device) {
-    pthread_mutex_unlock(&e->mu);
+    hpu_mutex_unlock(&e->mu);
     return hpu_error(HPU_ERROR_INVALID_ARGUMENT,
                      "hpu_event_synchronize: a task on hpu:%d cannot wait for an event "
                      "recorded later on the same card", e->device);
   }
-  while (e->completed < gen) pthread_cond_wait(&e->cv, &e->mu);
-  pthread_mutex_unlock(&e->mu);
+  while (e->completed < gen) hpu_cond_wait(&e->cv, &e->mu);
+  hpu_mutex_unlock(&e->mu);
   return HPU_SUCCESS;
 }
 
@@ -131,11 +132,11 @@ hpu_status_t hpu_event_elapsed_ms(hpu_event_t start, hpu_event_t end, float *ms)
   uint64_t stamp[2];
   for (int i = 0; i < 2; i++) {
     const char *which = i ? "end" : "start";
-    pthread_mutex_lock(&ev[i]->mu);
+    hpu_mutex_lock(&ev[i]->mu);
     int timing = ev[i]->timing, recorded = ev[i]->recorded != 0;
     int done = ev[i]->completed >= ev[i]->recorded;
     stamp[i] = ev[i]->stamp_ns;
-    pthread_mutex_unlock(&ev[i]->mu);
+    hpu_mutex_unlock(&ev[i]->mu);
     if (!timing)
       return hpu_error(HPU_ERROR_INVALID_ARGUMENT,
                        "hpu_event_elapsed_ms: the %s event was created without timing "
@@ -153,9 +154,9 @@ hpu_status_t hpu_event_elapsed_ms(hpu_event_t start, hpu_event_t end, float *ms)
 
 static hpu_status_t wait_task(void *p) {
   event_task_t *t = p;
-  pthread_mutex_lock(&t->ev->mu);
-  while (t->ev->completed < t->gen) pthread_cond_wait(&t->ev->cv, &t->ev->mu);
-  pthread_mutex_unlock(&t->ev->mu);
+  hpu_mutex_lock(&t->ev->mu);
+  while (t->ev->completed < t->gen) hpu_cond_wait(&t->ev->cv, &t->ev->mu);
+  hpu_mutex_unlock(&t->ev->mu);
   return HPU_SUCCESS;
 }
 
@@ -164,11 +165,11 @@ hpu_status_t hpu_stream_wait_event(hpu_stream_t stream, hpu_event_t e) {
   hpu_stream_t checked;
   hpu_status_t st = hpu_stream_default(stream.device, &checked);
   if (st != HPU_SUCCESS) return st;
-  pthread_mutex_lock(&e->mu);
+  hpu_mutex_lock(&e->mu);
   uint64_t gen = e->recorded;
   int device = e->device;
   int done = e->completed >= gen;
-  pthread_mutex_unlock(&e->mu);
+  hpu_mutex_unlock(&e->mu);
   /* Same card: the queue is in order already. */
   if (done || device == stream.device) return HPU_SUCCESS;
   event_task_t *t = malloc(sizeof *t);

@@ -7,22 +7,23 @@
 #include "hpu/status.h"
 #include "hpu/rng.h"
 #include "runtime/runtime.h"
+#include "runtime/lock.h"
 
 #define DEFAULT_SEED 67280421310721ULL
 
 struct hpu_generator {
-  pthread_mutex_t mu;
+  hpu_mutex_t mu;
   uint64_t seed, offset;
   int is_default; /* owned by the runtime: destroy is a no-op */
 };
 
 static hpu_generator_t *defaults[HPU_MAX_CARDS];
-static pthread_mutex_t defaults_mu = PTHREAD_MUTEX_INITIALIZER;
+static hpu_mutex_t defaults_mu = HPU_MUTEX_INIT(HPU_RANK_LEAF, "default generators");
 
 static hpu_generator_t *gen_new(uint64_t seed, int is_default) {
   hpu_generator_t *g = calloc(1, sizeof *g);
   if (!g) return NULL;
-  pthread_mutex_init(&g->mu, NULL);
+  hpu_mutex_init(&g->mu, HPU_RANK_LEAF, "generator");
   g->seed = seed;
   g->is_default = is_default;
   return g;
@@ -32,10 +33,10 @@ hpu_status_t hpu_generator_default(int device, hpu_generator_t **gen) {
   if (!gen) return hpu_error(HPU_ERROR_INVALID_ARGUMENT, "hpu_generator_default: gen is NULL");
   hpu_status_t st = hpu_rt_enter_device(device);
   if (st != HPU_SUCCESS) return st;
-  pthread_mutex_lock(&defaults_mu);
+  hpu_mutex_lock(&defaults_mu);
   if (!defaults[device]) defaults[device] = gen_new(DEFAULT_SEED, 1);
   *gen = defaults[device];
-  pthread_mutex_unlock(&defaults_mu);
+  hpu_mutex_unlock(&defaults_mu);
   if (!*gen) return hpu_error(HPU_ERROR_SYSTEM, "hpu_generator_default: out of host memory");
   return HPU_SUCCESS;
 }
@@ -49,40 +50,40 @@ hpu_status_t hpu_generator_create(uint64_t seed, hpu_generator_t **gen) {
 
 void hpu_generator_destroy(hpu_generator_t *gen) {
   if (!gen || gen->is_default) return;
-  pthread_mutex_destroy(&gen->mu);
+  pthread_mutex_destroy(&gen->mu.mu);
   free(gen);
 }
 
 void hpu_generator_set_seed(hpu_generator_t *gen, uint64_t seed) {
   if (!gen) return;
-  pthread_mutex_lock(&gen->mu);
+  hpu_mutex_lock(&gen->mu);
   gen->seed = seed;
   gen->offset = 0;
-  pthread_mutex_unlock(&gen->mu);
+  hpu_mutex_unlock(&gen->mu);
 }
 
 uint64_t hpu_generator_get_seed(const hpu_generator_t *gen) {
   if (!gen) return 0;
   hpu_generator_t *g = (hpu_generator_t *)gen; /* the lock is not part of the value */
-  pthread_mutex_lock(&g->mu);
+  hpu_mutex_lock(&g->mu);
   uint64_t v = g->seed;
-  pthread_mutex_unlock(&g->mu);
+  hpu_mutex_unlock(&g->mu);
   return v;
 }
 
 void hpu_generator_set_offset(hpu_generator_t *gen, uint64_t offset) {
   if (!gen) return;
-  pthread_mutex_lock(&gen->mu);
+  hpu_mutex_lock(&gen->mu);
   gen->offset = offset;
-  pthread_mutex_unlock(&gen->mu);
+  hpu_mutex_unlock(&gen->mu);
 }
 
 uint64_t hpu_generator_get_offset(const hpu_generator_t *gen) {
   if (!gen) return 0;
   hpu_generator_t *g = (hpu_generator_t *)gen;
-  pthread_mutex_lock(&g->mu);
+  hpu_mutex_lock(&g->mu);
   uint64_t v = g->offset;
-  pthread_mutex_unlock(&g->mu);
+  hpu_mutex_unlock(&g->mu);
   return v;
 }
 
@@ -109,10 +110,10 @@ hpu_status_t hpu_generator_prepare(hpu_generator_t *gen, hpu_node_t *node) {
     numel *= (uint64_t)out->sizes[d];
   }
   uint64_t advance = (numel * (uint64_t)w + 3) / 4;
-  pthread_mutex_lock(&gen->mu);
+  hpu_mutex_lock(&gen->mu);
   node->params.rng.seed = gen->seed;
   node->params.rng.offset = gen->offset;
   gen->offset += advance;
-  pthread_mutex_unlock(&gen->mu);
+  hpu_mutex_unlock(&gen->mu);
   return HPU_SUCCESS;
 }

@@ -5,13 +5,14 @@
 #include <string.h>
 
 #include "hpu/metrics.h"
+#include "runtime/lock.h"
 
 typedef struct metric {
   char name[HPU_METRIC_NAME_MAX];
   int64_t value;
 } metric_t;
 
-static pthread_mutex_t metrics_lock = PTHREAD_MUTEX_INITIALIZER;
+static hpu_mutex_t metrics_lock = HPU_MUTEX_INIT(HPU_RANK_LEAF, "metrics");
 static metric_t *metrics;
 static size_t metrics_len, metrics_cap;
 
@@ -34,17 +35,17 @@ static metric_t *find_locked(const char *name, int create) {
 }
 
 void hpu_metric_add(const char *name, int64_t delta) {
-  pthread_mutex_lock(&metrics_lock);
+  hpu_mutex_lock(&metrics_lock);
   metric_t *m = find_locked(name, 1);
   if (m) m->value += delta;
-  pthread_mutex_unlock(&metrics_lock);
+  hpu_mutex_unlock(&metrics_lock);
 }
 
 int64_t hpu_metric_get(const char *name) {
-  pthread_mutex_lock(&metrics_lock);
+  hpu_mutex_lock(&metrics_lock);
   metric_t *m = find_locked(name, 0);
   int64_t v = m ? m->value : 0;
-  pthread_mutex_unlock(&metrics_lock);
+  hpu_mutex_unlock(&metrics_lock);
   return v;
 }
 
@@ -54,15 +55,15 @@ static int has_prefix(const char *s, const char *prefix) {
 
 size_t hpu_metric_count(const char *prefix) {
   size_t n = 0;
-  pthread_mutex_lock(&metrics_lock);
+  hpu_mutex_lock(&metrics_lock);
   for (size_t i = 0; i < metrics_len; i++) n += has_prefix(metrics[i].name, prefix);
-  pthread_mutex_unlock(&metrics_lock);
+  hpu_mutex_unlock(&metrics_lock);
   return n;
 }
 
 int hpu_metric_at(const char *prefix, size_t index, char name[HPU_METRIC_NAME_MAX], int64_t *value) {
   int found = 0;
-  pthread_mutex_lock(&metrics_lock);
+  hpu_mutex_lock(&metrics_lock);
   for (size_t i = 0, k = 0; i < metrics_len; i++) {
     if (!has_prefix(metrics[i].name, prefix)) continue;
     if (k++ == index) {
@@ -72,13 +73,13 @@ int hpu_metric_at(const char *prefix, size_t index, char name[HPU_METRIC_NAME_MA
       break;
     }
   }
-  pthread_mutex_unlock(&metrics_lock);
+  hpu_mutex_unlock(&metrics_lock);
   return found;
 }
 
 void hpu_metric_reset(const char *prefix) {
-  pthread_mutex_lock(&metrics_lock);
+  hpu_mutex_lock(&metrics_lock);
   for (size_t i = 0; i < metrics_len; i++)
     if (has_prefix(metrics[i].name, prefix)) metrics[i].value = 0;
-  pthread_mutex_unlock(&metrics_lock);
+  hpu_mutex_unlock(&metrics_lock);
 }

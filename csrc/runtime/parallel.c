@@ -43,6 +43,7 @@
 #include "hpu/parallel.h"
 #include "hpu/status.h"
 #include "runtime/runtime.h"
+#include "runtime/lock.h"
 
 #define MAX_THREADS 1024
 /* Idle workers stay awake this long for the next job. Waking a sleeping one
@@ -63,10 +64,10 @@
 #define MAX_CHUNKS 0xffff
 
 static struct pool {
-  pthread_mutex_t mu;
+  hpu_mutex_t mu;
   pthread_cond_t work_cv; /* workers wait for a job */
   pthread_cond_t done_cv; /* the caller waits for the last chunk */
-  pthread_mutex_t busy;   /* held by the thread whose job is running */
+  hpu_mutex_t busy;   /* held by the thread whose job is running */
   /* the job slot (valid while its generation is in the ticket and unfinished) */
   hpu_range_fn fn;
   void *ctx;
@@ -76,22 +77,25 @@ static struct pool {
   atomic_int caller_sleeping;
   atomic_int sleeping;    /* workers asleep on work_cv */
   int nworkers;
-} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER,
-          PTHREAD_MUTEX_INITIALIZER, NULL, NULL, 0, 0, 0, 0, 0, 0};
+} pool = {.mu = HPU_MUTEX_INIT(HPU_RANK_POOL, "thread pool"),
+          .work_cv = PTHREAD_COND_INITIALIZER,
+          .done_cv = PTHREAD_COND_INITIALIZER,
+          .busy = HPU_MUTEX_INIT(HPU_RANK_POOL_JOB, "thread pool job")};
 
 static atomic_int num_threads; /* 0 = not decided yet */
 static _Thread_local int in_parallel;
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 
-static void fork_prepare(void) { pthread_mutex_lock(&pool.mu); }
-static void fork_parent(void) { pthread_mutex_unlock(&pool.mu); }
+static void fork_prepare(void) { hpu_mutex_lock(&pool.mu); }
+static void fork_parent(void) { hpu_mutex_unlock(&pool.mu); }
 static void fork_child(void) {
   /* The threads are gone; start over with fresh primitives. A job being run
    * by another parent thread is abandoned with it. */
-  pthread_mutex_init(&pool.mu, NULL);
+  hpu_mutex_unlock(&pool.mu); /* taken by this thread in fork_prepare */
+  hpu_mutex_init(&pool.mu, HPU_RANK_POOL, "thread pool");
   pthread_cond_init(&pool.work_cv, NULL);
   pthread_cond_init(&pool.done_cv, NULL);
-  pthread_mutex_init(&pool.busy, NULL);
+  hpu_mutex_init(&pool.busy, HPU_RANK_POOL_JOB, "thread pool job");
   uint64_t t = atomic_load(&pool.ticket);
   atomic_store(&pool.ticket, (uint64_t)(T_GEN(t) + 1) << 32); /* no chunks */
   atomic_store(&pool.sleeping, 0);
@@ -153,9 +157,9 @@ static int run_chunks(uint32_t gen) {
     ran++;
     if (atomic_fetch_add(&pool.done, 1) + 1 == (uint64_t)nch &&
         atomic_load(&pool.caller_sleeping)) {
-      pthread_mutex_lock(&pool.mu);
+      hpu_mutex_lock(&pool.mu);
       pthread_cond_signal(&pool.done_cv);
-      pthread_mutex_unlock(&pool.mu);
+      hpu_mutex_unlock(&pool.mu);
     }
     t = atomic_load_explicit(&pool.ticket, memory_order_acquire);
   }
@@ -208,11 +212,11 @@ static void *worker_main(void *arg) {
          * a push that saw this worker awake left its wake to it. */
         atomic_fetch_add(&pool.sleeping, 1);
         hpu_queue_kick(1);
-        pthread_mutex_lock(&pool.mu);
+        hpu_mutex_lock(&pool.mu);
         while (!has_new_work(atomic_load(&pool.ticket), seen))
-          pthread_cond_wait(&pool.work_cv, &pool.mu);
+          hpu_cond_wait(&pool.work_cv, &pool.mu);
         atomic_fetch_sub(&pool.sleeping, 1);
-        pthread_mutex_unlock(&pool.mu);
+        hpu_mutex_unlock(&pool.mu);
       }
       continue;
     }
@@ -275,16 +279,16 @@ void hpu_parallel_for(int64_t n, int64_t grain, hpu_range_fn fn, void *ctx) {
   int64_t most = (int64_t)threads * (grain > 1 ? HPU_PARALLEL_SPLIT : 1);
   if (most > MAX_CHUNKS) most = MAX_CHUNKS;
   if (chunks > most) chunks = most;
-  if (chunks < 2 || pthread_mutex_trylock(&pool.busy) != 0) {
+  if (chunks < 2 || hpu_mutex_trylock(&pool.busy) != 0) {
     fn(ctx, 0, n);
     return;
   }
   if (pool.nworkers < threads - 1) {
-    pthread_mutex_lock(&pool.mu);
+    hpu_mutex_lock(&pool.mu);
     int workers = grow_pool(threads - 1);
-    pthread_mutex_unlock(&pool.mu);
+    hpu_mutex_unlock(&pool.mu);
     if (workers == 0) {
-      pthread_mutex_unlock(&pool.busy);
+      hpu_mutex_unlock(&pool.busy);
       fn(ctx, 0, n);
       return;
     }
@@ -297,9 +301,9 @@ void hpu_parallel_for(int64_t n, int64_t grain, hpu_range_fn fn, void *ctx) {
   uint32_t gen = T_GEN(atomic_load(&pool.ticket)) + 1;
   atomic_store(&pool.ticket, ((uint64_t)gen << 32) | ((uint64_t)chunks << 16));
   if (atomic_load(&pool.sleeping)) { /* seq_cst pairs with the workers' sleeping++ */
-    pthread_mutex_lock(&pool.mu);
+    hpu_mutex_lock(&pool.mu);
     pthread_cond_broadcast(&pool.work_cv);
-    pthread_mutex_unlock(&pool.mu);
+    hpu_mutex_unlock(&pool.mu);
   }
 
   in_parallel = 1;
@@ -310,12 +314,12 @@ void hpu_parallel_for(int64_t n, int64_t grain, hpu_range_fn fn, void *ctx) {
   if (atomic_load_explicit(&pool.done, memory_order_acquire) < (uint64_t)chunks) {
     hpu_spin_wait_ge_u64(&pool.done, (uint64_t)chunks, CALLER_SPIN_NS);
     if (atomic_load_explicit(&pool.done, memory_order_acquire) < (uint64_t)chunks) {
-      pthread_mutex_lock(&pool.mu);
+      hpu_mutex_lock(&pool.mu);
       atomic_store(&pool.caller_sleeping, 1);
-      while (atomic_load(&pool.done) < (uint64_t)chunks) pthread_cond_wait(&pool.done_cv, &pool.mu);
+      while (atomic_load(&pool.done) < (uint64_t)chunks) hpu_cond_wait(&pool.done_cv, &pool.mu);
       atomic_store(&pool.caller_sleeping, 0);
-      pthread_mutex_unlock(&pool.mu);
+      hpu_mutex_unlock(&pool.mu);
     }
   }
-  pthread_mutex_unlock(&pool.busy);
+  hpu_mutex_unlock(&pool.busy);
 }

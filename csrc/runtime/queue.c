@@ -37,6 +37,7 @@
  * worker runs is waited for); later enqueues (e.g. from static destructors)
  * run inline on the caller. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -47,6 +48,7 @@
 #include "hpu/parallel.h"
 
 #include "runtime/runtime.h"
+#include "runtime/lock.h"
 
 #define WORKER_SPIN_NS 20000  /* worker: how long to wait for more work awake */
 #define SYNC_SPIN_NS 100000   /* synchronize: how long to stay awake before sleeping */
@@ -61,7 +63,7 @@ typedef struct task {
 } task_t;
 
 typedef struct queue {
-  pthread_mutex_t mu;
+  hpu_mutex_t mu;
   pthread_cond_t work_cv; /* the worker waits for tasks */
   pthread_cond_t done_cv; /* synchronizers wait for completions */
   task_t *ring;
@@ -80,7 +82,7 @@ typedef struct queue {
 } queue_t;
 
 static _Atomic(queue_t *) queues[HPU_MAX_CARDS];
-static pthread_mutex_t queues_mu = PTHREAD_MUTEX_INITIALIZER;
+static hpu_mutex_t queues_mu = HPU_MUTEX_INIT(HPU_RANK_QUEUE, "queue registry");
 static _Thread_local int worker_device = -1;
 static int atexit_registered;
 static atomic_int kicks; /* queues with a deferred wake */
@@ -102,9 +104,9 @@ static void run_task(queue_t *q, const task_t *t) {
   if (st != HPU_SUCCESS) snprintf(msg, sizeof msg, "%s", hpu_last_error());
   if (t->release) t->release(t->arg);
   if (st != HPU_SUCCESS) {
-    pthread_mutex_lock(&q->mu);
+    hpu_mutex_lock(&q->mu);
     store_error(q, st, msg);
-    pthread_mutex_unlock(&q->mu);
+    hpu_mutex_unlock(&q->mu);
   }
 }
 
@@ -143,9 +145,11 @@ static void finish_task(queue_t *q) {
 static void run_here_as_card(queue_t *q, const task_t *t) {
   int saved = worker_device;
   worker_device = q->device;
+  hpu_lock_task_enter();
   run_task(q, t);
+  hpu_lock_task_leave();
   worker_device = saved;
-  pthread_mutex_lock(&q->mu);
+  hpu_mutex_lock(&q->mu);
   finish_task(q);
   if (q->sleeping && (q->count > 0 || q->stopping)) pthread_cond_signal(&q->work_cv);
 }
@@ -168,32 +172,34 @@ static int worker_wake(void *p) {
 static void *worker_main(void *p) {
   queue_t *q = p;
   worker_device = q->device;
-  pthread_mutex_lock(&q->mu);
+  hpu_lock_task_enter(); /* this thread only runs the card's tasks (lock.h) */
+  hpu_mutex_lock(&q->mu);
   for (;;) {
     if (!can_start(q)) {
       if (q->stopping && q->count == 0) break;
       /* Stay awake a little: the host is often about to enqueue more, or
        * is itself running a kernel whose chunks this thread can take. */
-      pthread_mutex_unlock(&q->mu);
+      hpu_mutex_unlock(&q->mu);
       while (hpu_spin_until(worker_wake, q, WORKER_SPIN_NS) == 2) hpu_parallel_help();
-      pthread_mutex_lock(&q->mu);
+      hpu_mutex_lock(&q->mu);
       if (!can_start(q) && !(q->stopping && q->count == 0)) {
         q->sleeping = 1;
         /* A synchronizer that runs a task signals when it is done and more
          * remain (or exit began). */
-        while (!can_start(q) && !(q->stopping && q->count == 0)) pthread_cond_wait(&q->work_cv, &q->mu);
+        while (!can_start(q) && !(q->stopping && q->count == 0)) hpu_cond_wait(&q->work_cv, &q->mu);
         q->sleeping = 0;
         kick_clear(q);
       }
       continue;
     }
     task_t t = take_task(q);
-    pthread_mutex_unlock(&q->mu);
+    hpu_mutex_unlock(&q->mu);
     run_task(q, &t);
-    pthread_mutex_lock(&q->mu);
+    hpu_mutex_lock(&q->mu);
     finish_task(q);
   }
-  pthread_mutex_unlock(&q->mu);
+  hpu_mutex_unlock(&q->mu);
+  hpu_lock_task_leave();
   return NULL;
 }
 
@@ -202,19 +208,19 @@ static void shutdown_queues(void) {
   for (int i = 0; i < HPU_MAX_CARDS; i++) {
     queue_t *q = atomic_load(&queues[i]);
     if (!q) continue;
-    pthread_mutex_lock(&q->mu);
+    hpu_mutex_lock(&q->mu);
     int was_running = !q->stopping;
     q->stopping = 1;
     pthread_cond_signal(&q->work_cv);
-    pthread_mutex_unlock(&q->mu);
+    hpu_mutex_unlock(&q->mu);
     if (was_running) pthread_join(q->thread, NULL);
     /* The worker leaves once the ring is empty; a pool worker may still be
      * running the last task (hpu_queue_run_deferred). */
-    pthread_mutex_lock(&q->mu);
+    hpu_mutex_lock(&q->mu);
     q->waiters++;
-    while (atomic_load(&q->running)) pthread_cond_wait(&q->done_cv, &q->mu);
+    while (atomic_load(&q->running)) hpu_cond_wait(&q->done_cv, &q->mu);
     q->waiters--;
-    pthread_mutex_unlock(&q->mu);
+    hpu_mutex_unlock(&q->mu);
   }
 }
 
@@ -222,7 +228,7 @@ static queue_t *queue_get(int device, int create, hpu_status_t *st) {
   queue_t *q = atomic_load_explicit(&queues[device], memory_order_acquire);
   *st = HPU_SUCCESS;
   if (q || !create) return q;
-  pthread_mutex_lock(&queues_mu);
+  hpu_mutex_lock(&queues_mu);
   q = atomic_load(&queues[device]);
   if (!q) {
     q = calloc(1, sizeof *q);
@@ -230,11 +236,11 @@ static queue_t *queue_get(int device, int create, hpu_status_t *st) {
     if (!q || !ring) {
       free(q);
       free(ring);
-      pthread_mutex_unlock(&queues_mu);
+      hpu_mutex_unlock(&queues_mu);
       *st = hpu_error(HPU_ERROR_SYSTEM, "hpu:%d: out of host memory creating the queue", device);
       return NULL;
     }
-    pthread_mutex_init(&q->mu, NULL);
+    hpu_mutex_init(&q->mu, HPU_RANK_QUEUE, "card queue");
     pthread_cond_init(&q->work_cv, NULL);
     pthread_cond_init(&q->done_cv, NULL);
     q->ring = ring;
@@ -244,7 +250,7 @@ static queue_t *queue_get(int device, int create, hpu_status_t *st) {
     if (rc != 0) {
       free(ring);
       free(q);
-      pthread_mutex_unlock(&queues_mu);
+      hpu_mutex_unlock(&queues_mu);
       *st = hpu_error(HPU_ERROR_SYSTEM, "hpu:%d: cannot start the queue worker: %s", device,
                       strerror(rc));
       return NULL;
@@ -258,7 +264,7 @@ static queue_t *queue_get(int device, int create, hpu_status_t *st) {
     }
     atomic_store_explicit(&queues[device], q, memory_order_release);
   }
-  pthread_mutex_unlock(&queues_mu);
+  hpu_mutex_unlock(&queues_mu);
   return q;
 }
 
@@ -322,9 +328,9 @@ void hpu_queue_kick(int all) {
       continue;
     atomic_fetch_sub(&kicks, 1);
     hpu_metric_add("queue_wake_by_pool", 1);
-    pthread_mutex_lock(&q->mu);
+    hpu_mutex_lock(&q->mu);
     if (q->sleeping) pthread_cond_signal(&q->work_cv);
-    pthread_mutex_unlock(&q->mu);
+    hpu_mutex_unlock(&q->mu);
   }
 }
 
@@ -344,40 +350,88 @@ int hpu_queue_run_deferred(void) {
   for (int i = 0; i < HPU_MAX_CARDS; i++) {
     queue_t *q = atomic_load_explicit(&queues[i], memory_order_acquire);
     if (!q || !atomic_load_explicit(&q->kick_at, memory_order_relaxed)) continue;
-    pthread_mutex_lock(&q->mu);
+    hpu_mutex_lock(&q->mu);
     /* Still deferred (kick_at is cleared when anyone takes the task or
      * wakes the worker), so the worker sleeps and the task is the only one. */
     if (!atomic_load(&q->kick_at) || !can_start(q) || q->stopping) {
-      pthread_mutex_unlock(&q->mu);
+      hpu_mutex_unlock(&q->mu);
       continue;
     }
     task_t t = take_task(q);
     q->pool_running = 1;
-    pthread_mutex_unlock(&q->mu);
+    hpu_mutex_unlock(&q->mu);
     hpu_metric_add("queue_wake_run_by_pool", 1);
     run_here_as_card(q, &t);
     q->pool_running = 0;
-    pthread_mutex_unlock(&q->mu);
+    hpu_mutex_unlock(&q->mu);
     ran++;
   }
   return ran;
 }
 
+/* How many tasks a card's queue holds before the host that pushes waits
+ * (HPU_QUEUE_DEPTH, default 1024, as CUDA's launch queue): mark_step and
+ * eager ops return at once, so without a bound a host loop that never
+ * reads a result runs ahead of the card without limit, holding every
+ * queued task's tensors. */
+#define DEFAULT_QUEUE_DEPTH 1024
+static hpu_status_t queue_depth(size_t *out) {
+  static _Atomic long depth; /* 0: not read yet */
+  long d = atomic_load_explicit(&depth, memory_order_relaxed);
+  if (!d) {
+    const char *v = getenv("HPU_QUEUE_DEPTH");
+    d = DEFAULT_QUEUE_DEPTH;
+    if (v && *v) {
+      char *end;
+      errno = 0;
+      long n = strtol(v, &end, 10);
+      if (errno || *end || n < 1 || n > (1L << 24))
+        return hpu_error(HPU_ERROR_INVALID_ARGUMENT,
+                         "invalid HPU_QUEUE_DEPTH='%s': expected a whole number from 1 to %ld", v,
+                         1L << 24);
+      d = n;
+    }
+    atomic_store_explicit(&depth, d, memory_order_relaxed);
+  }
+  *out = (size_t)d;
+  return HPU_SUCCESS;
+}
+
+/* Called with q->mu held by a host thread whose push found the ring at its
+ * bound: wakes the worker and sleeps until a task finishes. */
+static void wait_for_room(queue_t *q, size_t bound) {
+  hpu_metric_add("queue_full_wait", 1);
+  kick_clear(q);
+  if (q->sleeping) pthread_cond_signal(&q->work_cv);
+  q->waiters++;
+  while (q->count >= bound && !q->stopping) hpu_cond_wait(&q->done_cv, &q->mu);
+  q->waiters--;
+}
+
 hpu_status_t hpu_queue_push(int device, hpu_task_fn fn, void *arg, void (*release)(void *)) {
   hpu_status_t st;
+  /* The host blocks when the card is HPU_QUEUE_DEPTH tasks behind; a task
+   * that enqueues (worker_device >= 0) never does: it may be the one the
+   * ring waits for. */
+  size_t bound = 0;
+  if (worker_device < 0) {
+    if ((st = queue_depth(&bound)) != HPU_SUCCESS) return st;
+    hpu_lock_check_may_wait("a push to a card queue");
+  }
   queue_t *q = queue_get(device, 1, &st);
   if (!q) return st;
   task_t t = {fn, arg, release};
-  pthread_mutex_lock(&q->mu);
+  hpu_mutex_lock(&q->mu);
+  if (bound && q->count >= bound && !q->stopping) wait_for_room(q, bound);
   if (q->stopping) { /* after exit began: run it here, in order (the queue is drained) */
-    pthread_mutex_unlock(&q->mu);
+    hpu_mutex_unlock(&q->mu);
     run_task(q, &t);
     return HPU_SUCCESS;
   }
   if (q->count == q->cap) {
     task_t *ring = malloc(2 * q->cap * sizeof *ring);
     if (!ring) {
-      pthread_mutex_unlock(&q->mu);
+      hpu_mutex_unlock(&q->mu);
       return hpu_error(HPU_ERROR_SYSTEM, "hpu:%d: out of host memory growing the queue", device);
     }
     for (size_t i = 0; i < q->count; i++) ring[i] = q->ring[(q->head + i) & (q->cap - 1)];
@@ -390,7 +444,7 @@ hpu_status_t hpu_queue_push(int device, hpu_task_fn fn, void *arg, void (*releas
   q->count++;
   atomic_fetch_add_explicit(&q->submitted, 1, memory_order_relaxed);
   if (q->sleeping && !defer_wake(q)) pthread_cond_signal(&q->work_cv);
-  pthread_mutex_unlock(&q->mu);
+  hpu_mutex_unlock(&q->mu);
   return HPU_SUCCESS;
 }
 
@@ -410,31 +464,31 @@ int hpu_queue_run_if_idle(int device, hpu_task_fn fn, void *arg) {
   if (atomic_load_explicit(&q->completed, memory_order_acquire) !=
       atomic_load_explicit(&q->submitted, memory_order_relaxed))
     return 0;
-  pthread_mutex_lock(&q->mu);
+  hpu_mutex_lock(&q->mu);
   if (q->stopping || !(q->count == 0 && !atomic_load(&q->running))) {
-    pthread_mutex_unlock(&q->mu);
+    hpu_mutex_unlock(&q->mu);
     return 0;
   }
   /* started before submitted: a spinning worker never sees a task to take */
   atomic_store(&q->running, 1);
   atomic_fetch_add(&q->started, 1);
   atomic_fetch_add(&q->submitted, 1);
-  pthread_mutex_unlock(&q->mu);
+  hpu_mutex_unlock(&q->mu);
   task_t t = {fn, arg, NULL};
   run_here_as_card(q, &t);
-  pthread_mutex_unlock(&q->mu);
+  hpu_mutex_unlock(&q->mu);
   return 1;
 }
 
 /* Returns and clears the sticky error, copying its message to this thread. */
 static hpu_status_t take_error(queue_t *q) {
   if (!atomic_load_explicit(&q->has_error, memory_order_acquire)) return HPU_SUCCESS;
-  pthread_mutex_lock(&q->mu);
+  hpu_mutex_lock(&q->mu);
   hpu_status_t st = q->err;
   if (st != HPU_SUCCESS) hpu_error(st, "%s", q->errmsg);
   q->err = HPU_SUCCESS;
   atomic_store(&q->has_error, 0);
-  pthread_mutex_unlock(&q->mu);
+  hpu_mutex_unlock(&q->mu);
   return st;
 }
 
@@ -461,39 +515,45 @@ static int sync_wake(void *p) {
  * (on a 2-core box it would otherwise spin on a core the kernel needs),
  * spins, and sleeps only when the work outlasts the budget. */
 static void wait_submitted(queue_t *q, int take) {
+  hpu_lock_check_may_wait(take ? "a synchronize" : "a queue drain");
   waiter_t w = {q, atomic_load_explicit(&q->submitted, memory_order_relaxed), take};
   if (atomic_load_explicit(&q->completed, memory_order_acquire) >= w.target) return;
-  pthread_mutex_lock(&q->mu);
+  hpu_mutex_lock(&q->mu);
   for (;;) {
     if (atomic_load(&q->completed) >= w.target) break;
     if (take && can_start(q) && atomic_load(&q->started) < w.target) {
       task_t t = take_task(q);
-      pthread_mutex_unlock(&q->mu);
+      hpu_mutex_unlock(&q->mu);
       run_here_as_card(q, &t); /* tasks pushed after the call are the worker's again */
       continue;
     }
-    pthread_mutex_unlock(&q->mu);
+    hpu_mutex_unlock(&q->mu);
     int r;
     while ((r = hpu_spin_until(sync_wake, &w, SYNC_SPIN_NS)) == 2) hpu_parallel_help();
-    pthread_mutex_lock(&q->mu);
+    hpu_mutex_lock(&q->mu);
     if (r == 0) { /* out of budget: sleep until the next completion */
       q->waiters++;
       uint64_t seen = atomic_load(&q->completed);
-      while (atomic_load(&q->completed) == seen && seen < w.target) pthread_cond_wait(&q->done_cv, &q->mu);
+      while (atomic_load(&q->completed) == seen && seen < w.target) hpu_cond_wait(&q->done_cv, &q->mu);
       q->waiters--;
     }
   }
-  pthread_mutex_unlock(&q->mu);
+  hpu_mutex_unlock(&q->mu);
 }
 
-hpu_status_t hpu_queue_sync(int device) {
-  hpu_status_t st;
-  queue_t *q = queue_get(device, 0, &st);
-  if (!q) return HPU_SUCCESS;
+hpu_status_t hpu_queue_check_wait(int device) {
   if (worker_device == device)
     return hpu_error(HPU_ERROR_INVALID_ARGUMENT,
                      "hpu:%d: a task running on the card's queue cannot wait for that queue "
                      "(it would wait for itself)", device);
+  return HPU_SUCCESS;
+}
+
+hpu_status_t hpu_queue_sync(int device) {
+  hpu_status_t st = hpu_queue_check_wait(device);
+  if (st != HPU_SUCCESS) return st;
+  queue_t *q = queue_get(device, 0, &st);
+  if (!q) return HPU_SUCCESS;
   wait_submitted(q, 1);
   return take_error(q);
 }

@@ -37,6 +37,9 @@ int hpu_queue_run_if_idle(int device, hpu_task_fn fn, void *arg);
 /* Waits for everything pushed before the call, then returns (and clears) the
  * card's sticky error, copying its text to this thread's last error. */
 hpu_status_t hpu_queue_sync(int device);
+/* An error when the calling thread is running a task of this card's queue
+ * (it would wait for itself); synchronizers ask before they flush. */
+hpu_status_t hpu_queue_check_wait(int device);
 /* Waits for everything pushed before the call and leaves the sticky error
  * for the user's next synchronize (for the allocator, before it hands pages
  * back to the host). No-op when called from the card's own worker. */

@@ -50,6 +50,7 @@ hpu_status_t hpu_stream_enqueue(hpu_stream_t stream, hpu_task_fn fn, void *arg,
 hpu_status_t hpu_stream_synchronize(hpu_stream_t stream) {
   hpu_status_t st = hpu_rt_check_stream(stream);
   if (st != HPU_SUCCESS) return st;
+  if ((st = hpu_queue_check_wait(stream.device)) != HPU_SUCCESS) return st;
   if ((st = hpu_lazy_flush_to_wait(stream.device)) != HPU_SUCCESS) return st;
   return hpu_queue_sync(stream.device);
 }
