@@ -97,8 +97,10 @@ void copy_bytes(void* dest, const void* src, size_t count) {
   hpu_tensor_init_contiguous(&node.inputs[0], const_cast<void*>(src), HPU_UINT8, 1, &n);
   hpu_stream_t stream = current_stream(static_cast<c10::DeviceIndex>(dev));
   HPU_CHECK(hpu_submit(stream, &node));
-  // A host side may read or free its buffer as soon as we return.
-  if (dst_dev < 0 || src_dev < 0) HPU_CHECK(hpu_stream_synchronize(stream));
+  // A host side may read or free its buffer as soon as we return, and the
+  // source card's queue may reuse the source block as soon as it is freed:
+  // wait for the copy (as _copy_from does across cards).
+  if (dst_dev < 0 || src_dev < 0 || src_dev != dst_dev) HPU_CHECK(hpu_stream_synchronize(stream));
 }
 
 }  // namespace habana_torch

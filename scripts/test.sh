@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets everything up, then runs every test: the C core's CUnit tests under
-# AddressSanitizer/UBSan, HCCL's multi-rank tests, and the Python suite.
+# AddressSanitizer/UBSan (with the lock-order checker) and under
+# ThreadSanitizer, HCCL's multi-rank tests, and the Python suite.
 # Exits non-zero if anything fails (or if pytest collects no test).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,6 +14,14 @@ cmake -S . -B "$CBUILD" -DHPU_BUILD_EXTENSION=OFF -DHPU_BUILD_TESTS=ON -DHPU_SAN
       -DCMAKE_BUILD_TYPE=Debug >/dev/null
 cmake --build "$CBUILD" -j "$JOBS" >/dev/null
 (cd "$CBUILD" && ctest --output-on-failure)
+
+echo "== C tests (CUnit, ThreadSanitizer)"
+TBUILD=build/ctest-tsan
+cmake -S . -B "$TBUILD" -DHPU_BUILD_EXTENSION=OFF -DHPU_BUILD_TESTS=ON -DHPU_TSAN=ON \
+      -DCMAKE_BUILD_TYPE=Debug >/dev/null
+cmake --build "$TBUILD" -j "$JOBS" >/dev/null
+TSAN_SUPP="$PWD/tests/c/tsan.supp"
+(cd "$TBUILD" && TSAN_OPTIONS="halt_on_error=1 suppressions=$TSAN_SUPP" ctest --output-on-failure)
 
 echo "== HCCL tests (mpirun on a Release build; leak checks on the ASan build)"
 HCCL_ASAN_BUILD="$CBUILD" bash scripts/test_hccl.sh build/hccl

@@ -255,13 +255,12 @@ hpu_status_t hpu_submit(hpu_stream_t stream, const hpu_node_t *node) {
   hpu_mutex_lock(&p->mu);
   hpu_status_t st = HPU_SUCCESS;
   if (!p->graph) {
-    st = hpu_graph_create(&p->graph);
+    hpu_graph_t *g = NULL;
+    st = hpu_graph_create(&g);
+    if (st == HPU_SUCCESS) __atomic_store_n(&p->graph, g, __ATOMIC_SEQ_CST); /* for the peek */
     p->stream = stream;
   }
-  if (st == HPU_SUCCESS) {
-    __atomic_store_n(&p->graph, p->graph, __ATOMIC_RELEASE); /* publish for the peek */
-    st = hpu_graph_append(p->graph, node);                    /* validates */
-  }
+  if (st == HPU_SUCCESS) st = hpu_graph_append(p->graph, node); /* validates */
   int full = st == HPU_SUCCESS && hpu_graph_num_nodes(p->graph) >= max_nodes;
   hpu_mutex_unlock(&p->mu);
   if (full) return hpu_lazy_flush(stream.device);

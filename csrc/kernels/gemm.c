@@ -765,6 +765,11 @@ static void scratch_put(void *p, int slot) {
 
 /* Driver -------------------------------------------------------------------- */
 
+typedef struct plan_claims {
+  _Atomic int next;         /* workers that took their scratch */
+  _Atomic int64_t nextpart; /* next part or batch to claim */
+} plan_claims_t;
+
 typedef struct {
   const hpu_gemm_t *g;
   int kernel;
@@ -776,8 +781,9 @@ typedef struct {
   int64_t kc;          /* k block, in packed steps */
   char *scratch;
   int nwork;           /* workers the scratch was sized for */
-  _Atomic int next;      /* workers that took their scratch */
-  _Atomic int64_t nextpart; /* next part or batch to claim */
+  /* The workers' counters, outside the plan: splitk_unit copies the plan
+   * while other workers bump them. */
+  struct plan_claims *claims;
   /* one GEMM split into parts over rows or columns */
   int split_n;
   int64_t nparts;
@@ -910,7 +916,7 @@ static void run_block(const plan_t *P, const hpu_gemm_t *g, int64_t i0, int64_t 
 }
 
 static char *worker_scratch(plan_t *P, void **own) {
-  int w = atomic_fetch_add(&P->next, 1);
+  int w = atomic_fetch_add(&P->claims->next, 1);
   *own = NULL;
   if (w < P->nwork) return P->scratch + (size_t)w * P->per;
   *own = malloc(P->per); /* the pool grew since the plan was made */
@@ -971,7 +977,7 @@ ATTR_512 static void splitk_reduce(void *ctx, int64_t begin, int64_t end) {
 /* Each worker claims parts (or batches) one at a time until none is left:
  * a worker that wakes late or is preempted (the machine is shared) leaves
  * its share to the others instead of holding the product up. */
-static int64_t claim(plan_t *P) { return atomic_fetch_add(&P->nextpart, 1); }
+static int64_t claim(plan_t *P) { return atomic_fetch_add(&P->claims->nextpart, 1); }
 
 static void part_range(void *ctx, int64_t begin, int64_t end) {
   (void)begin;
@@ -1253,7 +1259,9 @@ int hpu_gemm_run_batched(const hpu_gemm_t *g, int kernel, int64_t nbatch, const 
   if (kernel == HPU_GEMM_AMXBF16) return amx_run(g, nbatch, offs);
   if (kernel == HPU_GEMM_F32AVX2) return hpu_gemm_avx2_run(g, nbatch, offs);
   plan_t P;
+  plan_claims_t claims = {0, 0};
   memset(&P, 0, sizeof P);
+  P.claims = &claims;
   P.g = g;
   P.kernel = kernel;
   P.nchunk = splitk_chunks(g, kernel, nbatch);
@@ -1392,8 +1400,8 @@ int hpu_gemm_run_batched(const hpu_gemm_t *g, int kernel, int64_t nbatch, const 
       for (int64_t t = 0; t < parts; t++) splitk_unit(&P, t, P.scratch);
       splitk_reduce(&P, 0, g->m);
     } else {
-      atomic_store(&P.next, 0);
-      atomic_store(&P.nextpart, 0);
+      atomic_store(&P.claims->next, 0);
+      atomic_store(&P.claims->nextpart, 0);
       hpu_parallel_for(parts < nt ? parts : nt, 1, part_range, &P);
       /* rows of >= 16 KB of C and partials per chunk of the reduction */
       int64_t grain = (4096 + g->n - 1) / g->n;
@@ -1419,8 +1427,8 @@ int hpu_gemm_run_batched(const hpu_gemm_t *g, int kernel, int64_t nbatch, const 
       hpu_gemm_t gb = batch_view(g, offs, bi);
       P.g = &gb;
       if (P.apre) hpu_parallel_for(P.apanels, 1, prepack_range, &P);
-      atomic_store(&P.next, 0);
-      atomic_store(&P.nextpart, 0);
+      atomic_store(&P.claims->next, 0);
+      atomic_store(&P.claims->nextpart, 0);
       hpu_parallel_for(parts < nt ? parts : nt, 1, part_range, &P);
     }
   }

@@ -69,9 +69,11 @@ static struct pool {
   pthread_cond_t done_cv; /* the caller waits for the last chunk */
   hpu_mutex_t busy;   /* held by the thread whose job is running */
   /* the job slot (valid while its generation is in the ticket and unfinished) */
-  hpu_range_fn fn;
-  void *ctx;
-  int64_t n;
+  /* Atomic (relaxed): run_chunks reads them before its claim and may see a
+   * later job's, which the failing claim then discards. */
+  _Atomic(hpu_range_fn) fn;
+  _Atomic(void *) ctx;
+  _Atomic int64_t n;
   _Atomic uint64_t ticket;
   _Atomic uint64_t done;  /* chunks finished */
   atomic_int caller_sleeping;
@@ -143,9 +145,9 @@ static int run_chunks(uint32_t gen) {
     if (T_GEN(t) != gen || T_NEXT(t) >= T_NCH(t)) return ran;
     /* Read the job before claiming: valid if the claim succeeds (the slot
      * is only rewritten after all chunks of this generation are done). */
-    hpu_range_fn fn = pool.fn;
-    void *ctx = pool.ctx;
-    int64_t n = pool.n;
+    hpu_range_fn fn = atomic_load_explicit(&pool.fn, memory_order_relaxed);
+    void *ctx = atomic_load_explicit(&pool.ctx, memory_order_relaxed);
+    int64_t n = atomic_load_explicit(&pool.n, memory_order_relaxed);
     if (!atomic_compare_exchange_weak_explicit(&pool.ticket, &t, t + 1, memory_order_acq_rel,
                                                memory_order_acquire))
       continue;
@@ -294,9 +296,9 @@ void hpu_parallel_for(int64_t n, int64_t grain, hpu_range_fn fn, void *ctx) {
     }
   }
   /* Publish: the slot first, then the ticket (release). */
-  pool.fn = fn;
-  pool.ctx = ctx;
-  pool.n = n;
+  atomic_store_explicit(&pool.fn, fn, memory_order_relaxed);
+  atomic_store_explicit(&pool.ctx, ctx, memory_order_relaxed);
+  atomic_store_explicit(&pool.n, n, memory_order_relaxed);
   atomic_store_explicit(&pool.done, 0, memory_order_relaxed);
   uint32_t gen = T_GEN(atomic_load(&pool.ticket)) + 1;
   atomic_store(&pool.ticket, ((uint64_t)gen << 32) | ((uint64_t)chunks << 16));

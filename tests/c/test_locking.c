@@ -9,6 +9,7 @@
 #include <CUnit/Basic.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,18 +67,16 @@ static int all_equal(const float *p, int64_t n, float v) {
  * report it and leave (the process cannot be trusted past that). */
 typedef struct {
   void (*fn)(void);
-  volatile int done;
 } watched_t;
 
 static void *watched_main(void *arg) {
   watched_t *w = arg;
   w->fn();
-  w->done = 1;
   return NULL;
 }
 
 static void watched(void (*fn)(void), int seconds, const char *what) {
-  watched_t w = {fn, 0};
+  watched_t w = {fn};
   pthread_t th;
   CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, watched_main, &w), 0);
   struct timespec until;
@@ -182,7 +181,7 @@ typedef struct {
   int bad, ooms;
 } worker_t;
 
-static volatile int stop_janitor;
+static atomic_int stop_janitor;
 
 /* Three buffers of n floats. Out of memory is an answer, not a failure:
  * the other threads may hold most of the 64 MiB card in 20 MiB segments. */
@@ -235,7 +234,7 @@ static void *worker_main(void *arg) {
 
 static void *janitor_main(void *arg) {
   (void)arg;
-  while (!stop_janitor) {
+  while (!atomic_load(&stop_janitor)) {
     hpu_memory_stats_t st;
     hpu_memory_get_stats(0, &st);
     hpu_memory_empty_cache(0);
@@ -250,7 +249,7 @@ static void threads_body(void) {
   hpu_lazy_set_enabled(1);
   worker_t w[WORKERS];
   pthread_t th[WORKERS], jan;
-  stop_janitor = 0;
+  atomic_store(&stop_janitor, 0);
   pthread_create(&jan, NULL, janitor_main, NULL);
   for (int i = 0; i < WORKERS; i++) {
     w[i] = (worker_t){(unsigned)(17 + i), 0, 0};
@@ -263,7 +262,7 @@ static void threads_body(void) {
     ooms += w[i].ooms;
   }
   CU_ASSERT(ooms < WORKERS * ROUNDS / 10); /* the rounds did run */
-  stop_janitor = 1;
+  atomic_store(&stop_janitor, 1);
   pthread_join(jan, NULL);
   CU_ASSERT_EQUAL(bad, 0);
   CU_ASSERT_EQUAL(hpu_device_synchronize(0), HPU_SUCCESS);
