@@ -3,7 +3,7 @@ own CPU autocast bf16 and against fp32 on the hpu, in the same process.
 
 A step is forward + backward + AdamW step on a small BERT classifier built
 from a config (nothing downloaded), synthetic tokens. Reports the median
-step time of each variant and the ratios the issue asks for:
+step time of each variant and two ratios, with their targets:
     hpu bf16 / cpu bf16   (target <= 1.0)
     hpu bf16 / hpu fp32   (target < 1.0)
 Usage: python bench/autocast_bert.py [--steps 10] [--hidden 256] [--layers 4]

@@ -1,4 +1,4 @@
-"""GEMM kernels against each other and torch (issue 3), one process.
+"""GEMM kernels against each other and torch, one process.
 
 For each shape, torch.matmul on the CPU and on hpu with each named kernel
 forced in turn (HPU_GEMM_KERNEL's names, switched between rounds through the

@@ -1,4 +1,4 @@
-"""GEMM shapes of the BERT benchmark step (issues 3 and 7): hpu against torch
+"""GEMM shapes of the BERT benchmark step: hpu against torch
 on the CPU, same process, both on the same thread count.
 
 The autocast BERT step (bench/autocast_bert.py: hidden 256, 4 layers, 4

@@ -1,6 +1,6 @@
 """Greedy generation of 100 tokens: hpu with HPU graphs vs torch CPU eager,
 with a latency table like Gaudi's BLOOMZ benchmark (first token, per token,
-total). Target (issue: lazy mode): hpu + HPU graphs <= 0.8x the CPU time.
+total). Target: hpu + HPU graphs <= 0.8x the CPU time.
 
 Every row runs in this process, interleaved round by round, best of
 --rounds. The model is GPT-2 h256 L4 (a small local config, random

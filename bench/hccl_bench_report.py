@@ -1,5 +1,6 @@
-"""Turns hccl_bench.sh's raw outputs into the markdown of bench/RESULTS.md's
-HCCL section: per rank count, time per allreduce for hccl, gloo and MPI,
+"""Turns hccl_bench.sh's raw outputs into markdown tables (the HCCL figures
+in docs/PERFORMANCE.md come from it): per rank count, time per allreduce
+for hccl, gloo and MPI,
 the ratios, and at 64 MB the memory-bandwidth bound of the direct design.
 Usage: python bench/hccl_bench_report.py RAW_DIR 2 4 8"""
 import re

@@ -1,6 +1,6 @@
 """BERT training step (h256 L4, batch 16, seq 128, fp32, AdamW): hpu lazy vs
 torch CPU eager, and vs torch.compile on the CPU (inductor).
-Target (issue: lazy mode): hpu lazy <= 0.8x torch CPU eager; the compiled
+Target: hpu lazy <= 0.8x torch CPU eager; the compiled
 ratio is reported.
 
 All variants run in this process, round robin, both sides on --threads

@@ -1,7 +1,7 @@
 """A 6-op elementwise chain on 16M floats: hpu lazy (fused) vs torch CPU eager.
 
 Both sides run in this process on the same thread count; prints times and
-the ratio (hpu / cpu; < 1 means hpu is faster). Target (issue: lazy mode):
+the ratio (hpu / cpu; < 1 means hpu is faster). Target:
 ratio <= 0.4.
 
     python bench/lazy_chain.py [--n 16777216] [--threads 2] [--reps 10]

@@ -1,6 +1,6 @@
 """Host time per op on a graph-cache hit (lazy mode) vs torch CPU eager's
 per-op time, for a loop of tiny adds (16 floats: all overhead, no math).
-Target (issue: lazy mode): lazy host time per recorded op <= torch CPU's.
+Target: lazy host time per recorded op <= torch CPU's.
 
 The hpu figures are host time: the loop and mark_step (recording, hashing,
 the recipe-cache lookup, the launch); the graph then runs on the card's

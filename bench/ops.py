@@ -1,4 +1,4 @@
-"""Kernel library benchmark (issue 3): hpu against torch on the CPU, same process.
+"""Kernel library benchmark: hpu against torch on the CPU, same process.
 
 Every case runs both sides interleaved (warm-up, then cpu/hpu/cpu/hpu ...),
 takes the best of N repetitions of each side (least disturbed by other load on
@@ -15,8 +15,7 @@ torch.hpu.synchronize(), so they include the queued work.
   gelu backward, 1M..64M elems: speed >= 1.0, or, where torch is already at
     the hardware limit, match it: torch's best time within 1.10x of a bare C
     loop streaming the same bytes on the same threads (stream_limit; the
-    ratio is printed per row) and speed >= 0.95, shown as MATCH (issue 3's
-    own clause)
+    ratio is printed per row) and speed >= 0.95, shown as MATCH
   per-op host overhead (loop of tiny adds, one synchronize): hpu/cpu time <= 1.5
   BERT training step, GPT2 greedy generation: hpu/cpu time <= 1.0
 
@@ -91,9 +90,9 @@ def measured_fp32_core_gflops():
 # The streaming limit of a memory-bound row: a bare C loop over the same
 # bytes (no dispatch, no allocation, the data as hot as in the timed calls)
 # on the same number of threads, each on its share, passes started together
-# (a barrier) and the best pass kept, like the STREAM benchmark. Issue 3
-# asks the kernels to beat torch "or match them where they are already at
-# the hardware limit"; this measures where that is.
+# (a barrier) and the best pass kept, like the STREAM benchmark. The pass
+# rule lets a kernel match torch instead of beating it where torch is
+# already at the hardware limit; this measures where that is.
 STREAM_PROBE_C = r"""
 #include <pthread.h>
 #include <stdlib.h>
@@ -272,25 +271,22 @@ def time_pair(cpu_fn, hpu_fn, reps, budget, settle=0.0, warmed=False):
     the case is cheap, bounded by `budget` seconds. When one pair takes
     longer than the budget, the sides are timed apart and a side that takes
     over half the budget is timed once: torch's bf16 matmul on a CPU
-    without AVX512_BF16 runs at ~1 GFLOP/s (58 s for one 2048^3 product on
-    a Zen 3 EPYC), and `reps` more of it made the matmul group take 14
-    minutes there; one run of a side that slow is not noise-limited.
+    without AVX512_BF16 runs at ~1 GFLOP/s (about a minute for one 2048^3
+    product on a Zen 3 class EPYC), and `reps` more of it would make the
+    matmul group take a quarter of an hour; one run of a side that slow is
+    not noise-limited.
 
     settle > 0: before each timed call, run the same side untimed for at
     least `settle` seconds (at least once), so the timed call does not start
     while the other side's threads still hold the cores. torch's OpenMP
     workers spin-wait after a parallel region (libgomp's default wait
     policy), and a GEMM of 50-500 us started right after a torch one shares
-    the 2 cores with that spinner: measured hpu bf16 512^3 307 us with
-    OMP_WAIT_POLICY=passive vs 562 us with the default, torch unchanged.
-    The spinner outlasts 2 ms (BERT-shape hpu sum 17.8 ms with 2 ms of
-    lead-in, 12.5 ms with 10 ms; torch 10.5 ms either way). On the Zen 4
-    EPYC of session 9 it outlasts 10 ms: polling the threads' state, a
-    torch worker kept running 8 ms after a region on an idle machine and
-    11-16 ms while hpu work ran beside it, and with 10 ms of lead-in the
-    16M row sums read 0.6-0.7 of torch here but 0.94-1.08 when each side is
-    timed alone. Hence 30 ms by default. The repetitions the budget allows
-    count the lead-ins, so a run takes about as long as with 10 ms."""
+    the 2 cores with that spinner and runs at about half speed. The spinner
+    can outlast 10 ms: on a Zen 4 class EPYC a torch worker kept running
+    8 ms after a region on an idle machine and 11-16 ms while hpu work ran
+    beside it (docs/PERFORMANCE.md). Hence 30 ms by default. The
+    repetitions the budget allows count the lead-ins, so a run takes about
+    as long as with a short lead-in."""
     def lead_in(fn):
         t0 = time.perf_counter()
         fn()
@@ -337,11 +333,11 @@ def time_pair(cpu_fn, hpu_fn, reps, budget, settle=0.0, warmed=False):
 ROWS = []
 
 
-# The hardware-limit clause of issue 3 ("or match them where they are
-# already at the hardware limit"): torch's best time within AT_LIMIT of the
+# The hardware-limit clause of the pass rule (match torch where it is
+# already at the hardware limit): torch's best time within AT_LIMIT of the
 # streaming probe's (stream_limit) makes it a row where torch is at the
 # limit, and there the hpu passes by matching torch: speed >= MATCH_SPEED
-# (the same-process noise of this shared 2-vCPU machine is about 5%). Such
+# (the same-process noise of a shared 2-vCPU machine is about 5%). Such
 # rows print MATCH, not PASS, and the summary counts them apart.
 AT_LIMIT = 1.10
 MATCH_SPEED = 0.95
@@ -528,16 +524,16 @@ def bench_nn(args, info):
         ("mean(-1) rows of 1024", lambda x: x.mean(-1), lambda n: randn2(n, 1), red),
         # columns: a bias gradient's reduction ([rows, 1024].sum(0))
         ("sum(0) columns of 1024", lambda x: x.sum(0), lambda n: randn2(n, 1), dict(rtol=1e-4, atol=1e-3)),
-        # the other reductions the models use (issue 3 lists max, argmax, var,
-        # logsumexp), and top-k as generation uses it
+        # the other reductions the models use (max, argmax, var, logsumexp),
+        # and top-k as generation uses it
         ("amax(-1) rows of 1024", lambda x: x.amax(-1), lambda n: randn2(n, 1), dict(rtol=0, atol=0)),
         ("argmax(-1) rows of 1024", lambda x: x.argmax(-1), lambda n: randn2(n, 1), dict(rtol=0, atol=0)),
         ("var(-1) rows of 1024", lambda x: x.var(-1), lambda n: randn2(n, 1), red),
         ("logsumexp(-1) rows of 1024", lambda x: x.logsumexp(-1), lambda n: randn2(n, 1), dict(rtol=1e-5, atol=1e-5)),
         ("topk(5, -1) rows of 1024", lambda x: x.topk(5, -1).values, lambda n: randn2(n, 1), dict(rtol=0, atol=0)),
         ("cumsum(-1) rows of 1024", lambda x: x.cumsum(-1), lambda n: randn2(n, 1), dict(rtol=0, atol=0)),
-        # backward kernels of a training step (issue 3: softmax / log_softmax
-        # and gelu backward); (grad, saved tensor) pairs
+        # backward kernels of a training step (softmax / log_softmax and gelu
+        # backward); (grad, saved tensor) pairs
         ("softmax backward rows of 1024", lambda g, y: aten._softmax_backward_data(g, y, -1, y.dtype),
          lambda n: saved_output(n, torch.softmax), dict(rtol=1e-4, atol=1e-6)),
         ("log_softmax backward rows of 1024", lambda g, y: aten._log_softmax_backward_data(g, y, -1, y.dtype),

@@ -1,7 +1,6 @@
-"""Ops outside the issue's speed table that hpu runs natively since session
-18 (before, most ran as counted CPU fallbacks or, for group_norm, as
-PyTorch's decomposition): group_norm forward and backward, the activations
-with their own kernels, flip / roll and mse_loss. Eager mode, op +
+"""Ops outside bench/ops.py's table that hpu runs natively: group_norm
+forward and backward, the activations with their own kernels, the losses'
+elementwise steps, flip / roll, mse_loss and logcumsumexp. Eager mode, op +
 synchronize, torch CPU in the same process, timed by bench/ops.py's
 time_pair (interleaved, each timed call after a 30 ms lead-in of the same
 side, so torch's spinning OpenMP workers do not hold the cores during an

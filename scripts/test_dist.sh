@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Multi-process tests of the hccl process-group backend (issue 5): every
+# Multi-process tests of the hccl process-group backend: every
 # collective (torchrun 2 ranks, mpirun 4 ranks, lazy mode), DDP on a small BERT
 # vs one CPU process (2 and 4 ranks, torchrun and mpirun, lazy mode), FSDP1/2,
 # card acquisition, the gaudi_spawn launcher, a killed rank, two hosts in

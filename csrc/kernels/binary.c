@@ -432,8 +432,8 @@ static void binary_loop(void *vctx, char **data, const int64_t *st, int64_t n, i
 }
 
 /* In place (x.add_(y)), the lines were just read: a normal store finds them
- * in the cache, and a non-temporal one only evicts them (mul_ at 16M: 0.94
- * -> 0.82 of torch with streaming). */
+ * in the cache, and a non-temporal one only evicts them (mul_ at 16M was
+ * slower with streaming stores). */
 static inline int in_place(const hpu_tensor_t *out, const hpu_tensor_t *const ins[2]) {
   const void *o = hpu_tensor_data(out);
   return o == hpu_tensor_data(ins[0]) || (ins[1] && o == hpu_tensor_data(ins[1]));

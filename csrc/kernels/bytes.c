@@ -1,6 +1,6 @@
 /* hpu_copy_bytes: memmove, except where glibc's memmove is pathological.
  *
- * On the Zen 3 machines we run on, glibc's memmove of a few KiB or more
+ * On Zen 3 class EPYCs (measured), glibc's memmove of a few KiB or more
  * (its `rep movsb` path) runs 10-15x slower when the destination is 1-31
  * bytes ahead of the source modulo 4 KiB: 4000-byte rows took 1.5 ms per
  * 4 MiB instead of 0.15 in a C probe of both on the same buffers. A strided copy meets that case whenever a narrow shifts

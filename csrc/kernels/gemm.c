@@ -35,7 +35,8 @@
  * that size is an mmap whose pages fault in on every call).
  *
  * Dispatch (hpu_gemm_choose), from measurements on a 2-core AVX-512 EPYC
- * (Zen 4) with OpenBLAS 0.3.21 pinned to OPENBLAS_CORETYPE=Haswell:
+ * (family 26, Zen 5 class) with OpenBLAS 0.3.21 pinned to
+ * OPENBLAS_CORETYPE=Haswell, and for AMX on a 2-core Xeon:
  *  - bfloat16: AMXBF16 (section AMX below) when the CPU has AMX_BF16 and A
  *    has a unit stride, else BF16DOT when it has AVX512_BF16, else
  *    F32FMA (AVX-512), else matmul.c's convert + sgemm path;
@@ -119,15 +120,15 @@ int hpu_gemm_have_bf16dot(void) {
   return have && hpu_kernels_isa() >= HPU_ISA_AVX512;
 }
 
-/* float32 rule, measured (GFLOP/s, 2 threads, OpenBLAS Haswell vs ours).
- * Quiet machine, square: 256: 185 vs 180-220, 512: 230 vs 210-370,
- * 1024: 241 vs 362, 2048: 235 vs 392. Loaded by other jobs: square 64: 112 vs 134, 128: 101 vs 194, 256: 55 vs 111, 512: 63 vs 112,
- * 1024: 61 vs 110, 2048: 36 vs 109; 4096x4096 @ 4096x64: 48 vs 69;
- * 64x64 @ 64x4096: 108 vs 178. OpenBLAS wins only on tiny problems
- * (16^3: 38 vs 28; 4x2048 @ 2048x4: 17.6 vs 4.3, our 12-row tile is mostly
- * padding) and ties on matrix-vector shapes (m or n < 8: ~8 vs ~8, memory
- * bound). So: ours unless min(m, n) < 8 or m*n*k < 32^3 -- and always ours
- * when an operand has no unit stride (BLAS would need a gathered copy). */
+/* float32 rule, measured (2 threads, OpenBLAS's Haswell kernels against
+ * ours): on a quiet machine ours ties at 256^3 and is 1.5-1.7x faster from
+ * 1024^3; with other jobs loading the machine ours was 1.2-3x faster on
+ * every square size from 64^3 and 1.4-1.6x on tall or wide shapes
+ * (4096x4096 @ 4096x64, 64x64 @ 64x4096). OpenBLAS wins only on tiny
+ * problems (16^3; 4x2048 @ 2048x4, where our 12-row tile is mostly
+ * padding) and ties on matrix-vector shapes (m or n < 8, memory bound).
+ * So: ours unless min(m, n) < 8 or m*n*k < 32^3 -- and always ours when an
+ * operand has no unit stride (BLAS would need a gathered copy). */
 static int f32_rule(const hpu_gemm_t *g) {
   int strided = (g->acs != 1 && g->ars != 1 && g->m > 1 && g->k > 1) ||
                 (g->bcs != 1 && g->brs != 1 && g->k > 1 && g->n > 1) ||
@@ -816,8 +817,8 @@ static hpu_gemm_t batch_view(const hpu_gemm_t *g, const int64_t *offs, int64_t b
  * a[p * acs + i]), panel t at dst + t * kstride * MR, walking A's stored
  * rows: one contiguous read per k step instead of a 48-byte piece of every
  * row per panel (pack_a_f32), whose 1 KB-apart reads the prefetchers did not
- * follow. [256 x 2048]^T @ [2048 x 256], split-K, best of 300: 2 threads
- * 264-270 -> 272-284 GFLOP/s, 1 thread 132-136 -> 140-142. */
+ * follow: a few percent faster on [256 x 2048]^T @ [2048 x 256] (split-K),
+ * on one thread and on two. */
 ATTR_512 static void pack_a_f32_trows(const hpu_gemm_t *g, int64_t t0, int64_t t1, float *dst, int64_t kstride) {
   for (int64_t p = 0; p < g->k; p++) {
     const float *row = (const float *)g->a + p * g->acs;
@@ -1025,11 +1026,10 @@ static double balance(int64_t u, int nt) { return (double)u / (double)(nt * ((u 
 
 /* AMX_BF16 (Sapphire Rapids and later): TDPBF16PS multiplies a 16 x 32 bf16
  * A tile by a 16-pair x 16-column B tile (the same pair layout as the
- * BF16DOT panels) into a 16 x 16 fp32 tile. On the 2-core Xeon this was
- * measured on (a Xeon with 2 MB L2 per core), one core ran ~900 GFLOP/s
- * of it in a 4-tile loop while the machine was loaded by other jobs; the
- * VDPBF16PS kernels above ran ~100 GFLOP/s per product at the same time,
- * and torch's oneDNN uses AMX: bf16 ratios of 0.1-0.2 without it.
+ * BF16DOT panels) into a 16 x 16 fp32 tile. On a 2-core Xeon with 2 MB L2
+ * per core, a 4-tile loop of it ran several times faster than the VDPBF16PS
+ * kernels above, and torch's oneDNN uses AMX there: without it our bf16
+ * products ran at a fraction of torch's speed.
  *
  * Layout: C in 32 x 32 blocks (tmm0..3), A rows packed into a zero-padded
  * [32][kpad] bf16 block (tmm4, 5: rows 0..15 and 16..31), B in the [kp][32]
@@ -1298,10 +1298,10 @@ int hpu_gemm_run_batched(const hpu_gemm_t *g, int kernel, int64_t nbatch, const 
      * parts per thread. Every column part passes over all of A, and two
      * threads streaming A from L3 at once ran at half speed on the Xeon
      * (Granite Rapids-class VM, 2 cores), while each row part reads its A
-     * rows once and packs a B that is small here. Measured in one process,
-     * GFLOP/s, torch (MKL) / columns / rows: [2048x256]@[256x256] 325 /
-     * 229 / 312, [2048x1024]@[1024x256] 306 / 202 / 275; square and wide
-     * shapes gained nothing and keep columns. */
+     * rows once and packs a B that is small here. Measured in one process
+     * on [2048x256]@[256x256] and [2048x1024]@[1024x256]: by columns
+     * about 0.7 of MKL's speed, by rows 0.9-0.96; square and wide shapes
+     * gained nothing and keep columns. */
     if (kernel == HPU_GEMM_F32FMA && g->m >= 4 * g->n && mp >= 8 * (int64_t)nt) {
       P.split_n = 0;
       most = 2 * (int64_t)nt;
@@ -1314,10 +1314,10 @@ int hpu_gemm_run_batched(const hpu_gemm_t *g, int kernel, int64_t nbatch, const 
     /* bf16, A larger than L2 that could be read in place: one column part per
      * thread when that reads A only twice in all (2 threads, one B block
      * each), so that A is read in place instead of packed first (packing
-     * a row-major A took ~12% of [2048x1024] @ [1024x256], perf). Measured
-     * interleaved on the loaded machine, best GFLOP/s: that shape 473 -> 822
-     * (B transposed: 564 -> 953), [2048x256] @ [256x1024] 918 -> 969; the
-     * dynamic claiming of 4 parts per thread is given up only here. */
+     * a row-major A took ~12% of [2048x1024] @ [1024x256], perf). That
+     * shape ran about 1.7x faster with it (B transposed too), and
+     * [2048x256] @ [256x1024] 5% faster; the dynamic claiming of 4 parts
+     * per thread is given up only here. */
     double asrc = (double)g->m * (double)g->k * (double)hpu_dtype_size(g->dt);
     if (kernel == HPU_GEMM_BF16DOT && P.split_n && P.adirect && asrc > 512.0 * 1024 && parts > nt) {
       int64_t cap1 = (np + nt - 1) / nt * NR, nc1 = nc < cap1 ? nc : cap1;
@@ -1331,8 +1331,8 @@ int hpu_gemm_run_batched(const hpu_gemm_t *g, int kernel, int64_t nbatch, const 
   if (P.nchunk > 1) {
     /* B blocks of up to 1 MB: a chunk's A and B (1 MB each at [256 x 1024]
      * @ [1024 x 256]) then take one B block, so that A is read in place
-     * (or packed) once, in half of the 2 MB L2 of the Xeon. Measured best
-     * of 300, GFLOP/s: 273-277 with 512 KB blocks, 291-297 with 1 MB. */
+     * (or packed) once, in half of the 2 MB L2 of the Xeon, where 1 MB
+     * blocks ran about 7% faster than 512 KB ones. */
     nc = (1024 * 1024) / pan * NR;
     if (nc < NR) nc = NR;
     /* each chunk by columns when there are more threads than chunks */

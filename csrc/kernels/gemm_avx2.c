@@ -2,14 +2,12 @@
  * AVX-512): a 6 x 16 FMA microkernel (12 ymm accumulators) over 16-column
  * panels of B packed per k block, A read in place.
  *
- * Why not OpenBLAS everywhere: on a 2-vCPU Zen 3 (AVX2 only) its sgemm
- * reaches 165 GFLOP/s at 256^3 against 180 at 512^3 (a C loop, 2 threads),
- * and torch's (MKL) ran 256^3 in 195 us to our 207-213 through OpenBLAS.
- * torch.matmul on hpu, OpenBLAS / this file forced in turn in one process,
- * 10th percentile: 128^3 41 / 27 us, 256^3 218 / 179, 384^3 659 / 609,
- * 512^3 1509 / 1493, [2048x256] @ [256x256]^T 1582 / 1419, 64 batches of
- * [128x64] @ [64x128] 1254 / 778; 1024^3 (C loop) 173 / 151 GFLOP/s: past
- * k = 512 OpenBLAS's packing of A wins. hpu_gemm_avx2_suits holds the rule.
+ * Why not OpenBLAS everywhere: on an AVX2-only Zen 3 class EPYC its sgemm
+ * falls short of its large-matrix speed on small products (256^3), where
+ * torch's MKL was ahead. Timed against OpenBLAS with bench/gemm_kernels.py
+ * (docs/PERFORMANCE.md has the table), this kernel wins for k <= 512, most
+ * on small and batched products (attention's bmm); past k = 512 OpenBLAS's
+ * packing of A wins. hpu_gemm_avx2_suits holds the rule.
  *
  * Every element of C is one kernel's sum over k in order, k blocks added in
  * order: the result does not depend on the number of threads. */
@@ -27,13 +25,13 @@
 #define MR 6
 #define NR 16
 /* k block: a packed panel of up to 512 x 16 (32 KB, Zen 3's whole L1) is
- * read by every 6-row strip of A in turn; k <= 512 is one block.
- * Against 256 (two blocks at k = 512, C read back once): 384^3 1.07 ->
- * 1.10, 512^3 0.99 -> 1.01 of OpenBLAS's speed, 256^3 unchanged. */
+ * read by every 6-row strip of A in turn; k <= 512 is one block. A block of
+ * 256 (two blocks at k = 512, C read back once) was a few percent slower at
+ * 384^3 and 512^3. */
 #define KC 512
 /* Rows of A per unit of work, so that they stay in the 512 KB L2 while the
- * unit's panels pass over them ([2048x256] @ [256x1024]: 0.5 -> 1.0 of
- * OpenBLAS's speed against whole columns of units). */
+ * unit's panels pass over them (whole columns of units ran
+ * [2048x256] @ [256x1024] at half of OpenBLAS's speed). */
 #define MC 256
 
 int hpu_gemm_avx2_suits(const hpu_gemm_t *g) {
@@ -80,7 +78,7 @@ int hpu_gemm_avx2_suits(const hpu_gemm_t *g) {
 /* R (<= 6) rows of C, 16 columns: C = alpha * A[R x kc] @ P + beta * C, P the
  * packed panel (16 floats per k step). The accumulators are named variables,
  * not an array: GCC kept an array's copy on the stack and stored every FMA
- * result back to it (64 -> 193 GFLOP/s at 256^3). */
+ * result back to it, a third of the speed. */
 HPU_ATTR_avx2 static inline __attribute__((always_inline)) void strip(const int R, int64_t kc, const float *a,
                                                                       int64_t ars, int64_t acs, const float *p,
                                                                       float *c, int64_t ldc, float alpha,

@@ -494,10 +494,9 @@ static void softmax_rows(void *ctx, int64_t begin, int64_t end) {
 }
 
 /* Elements per chunk. A softmax element costs about six times an add's
- * (an exp; 1M floats: ~600 against ~100 us), so the elementwise grain
- * (32768) left [256 x 128] and [16 x 1024] on one thread: 0.56 and 0.91 of
- * torch's speed, 1.01 and 1.04 with 8192 (medians of 9 same-process
- * rounds); larger inputs unchanged. */
+ * (an exp), so the elementwise grain (32768) left [256 x 128] and
+ * [16 x 1024] on one thread, below torch's speed; with 8192 they match it,
+ * and larger inputs are unchanged. */
 #define SOFTMAX_GRAIN 8192
 
 void hpu_nn_softmax(const hpu_node_t *node) {

@@ -131,13 +131,11 @@ static void kept_offsets(const red_t *r, int64_t m, int64_t *in_off, int64_t *ou
 #define VSQ_SQ(v) ((v) * (v))
 
 /* The float32 sums' lane vectors: 256-bit ones in the AVX-512 clone too. A
- * sum reads its input once, mostly from DRAM, and a C harness streaming
- * 64 MB on this Zen 4 read 24-27 GB/s with 256-bit loads against 20-22 with
- * 512-bit ones (one thread; 34 against 30 with two). [16384, 1024].sum(-1),
- * 9 same-process runs each: median 0.87 -> 0.98 of torch (spread
- * 0.77-1.08 -> 0.79-1.26). bfloat16 sums keep 512-bit
- * vectors: widening 8 at a time made them 30% slower. The lane order, and
- * so the bits, are the same either way. */
+ * sum reads its input once, mostly from DRAM, and on a Zen 4 class EPYC a C
+ * harness streaming 64 MB read faster with 256-bit loads than with 512-bit
+ * ones, and [16384, 1024].sum(-1) came closer to torch. bfloat16 sums keep
+ * 512-bit vectors: widening 8 at a time made them slower. The lane order,
+ * and so the bits, are the same either way. */
 #define F32_VT_avx512 vf8_t
 #define F32_VT_avx2 vf8_t
 #define F32_VT_generic vf4_t
@@ -418,9 +416,9 @@ static int rows_fast(const red_t *r) {
 }
 
 /* One row at a time, so the rows form one sequential stream: summing two
- * rows at once (more loads in flight; measured faster on the session-7 Xeon)
- * read rows of 256-1024 floats at a third to half of torch's bandwidth on an
- * AMD EPYC (Zen 4), whose prefetcher does not follow two short streams. */
+ * rows at once (more loads in flight; faster on an AMX Xeon) read rows of
+ * 256-1024 floats at a third to half of torch's bandwidth on a Zen 4 class
+ * EPYC, whose prefetcher does not follow two short streams. */
 static void reduce_rows_fast(const red_t *r, int64_t begin, int64_t end) {
   int64_t kin = r->nk ? r->kin[0] : 0, kout = r->nk ? r->kout[0][0] : 0;
   int64_t n = r->rsz[0];
@@ -532,11 +530,10 @@ static void reduce_cols_blocks(void *ctx, int64_t begin, int64_t end) {
  * rows are cut in groups of COLS_GROUP_ROWS (a shape-only cut, so the
  * result does not depend on the thread count), each group adds its whole
  * rows into its own double partials, one sequential stream per thread, and
- * the groups' partials are added in group order. 512 rows a group: with
- * 2048 (so only from 4096 rows) the bias gradients of [2048, 768] and
- * [2048, 1024] went by column blocks at 0.44 and 0.87 of torch's speed;
- * 0.82 and 1.33 with 512 ([1024, 1024] 0.90 -> 1.04; medians of 11
- * same-process rounds). */
+ * the groups' partials are added in group order. 512 rows a group, so that
+ * BERT's bias gradients ([2048, 768], [2048, 1024]) and [1024, 1024] take
+ * this path too: with groups of 2048 they went by column blocks, well below
+ * torch's speed. */
 #define COLS_GROUP_ROWS 512
 
 typedef struct {

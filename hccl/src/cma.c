@@ -7,12 +7,12 @@
  * local peer; the algorithms use CMA only if every rank's probe succeeded
  * (published per call).
  *
- * Off by default (HCCL_CMA=1 turns it on): measured on this 2-core box, the
- * kernel's page pinning (a page-table walk per 4 KB page, both ways) costs
- * more than the staged path, whose 1 MB slots stay in cache between the copy
- * in, the reduction and the gather: 2 ranks, 64 MB, 20 ms with CMA vs 13 ms
- * staged; 8 ranks 100 ms vs 56-66 ms. It remains for machines where that
- * balance differs (fewer barriers per call). */
+ * Off by default (HCCL_CMA=1 turns it on): on the 2-core machines measured,
+ * the kernel's page pinning (a page-table walk per 4 KB page, both ways)
+ * costs more than the staged path, whose 1 MB slots stay in cache between
+ * the copy in, the reduction and the gather (docs/PERFORMANCE.md). It
+ * remains for machines where that balance differs (fewer barriers per
+ * call). */
 #include <errno.h>
 #include <string.h>
 #include <sys/uio.h>

@@ -151,7 +151,7 @@ static hcclResult_t build_topology(hcclComm_t comm) {
  * then sleep on the futex. A longer spin burns the core that the peer we
  * wait for, or our own process's other threads (the host thread recording
  * the next graph while the card's queue runs the collective), needs: with
- * DDP on 2 ranks x 2 cores the old 100 ms poll took 40% of the queue
+ * DDP on 2 ranks x 2 cores a 100 ms poll took 40% of the queue
  * threads' time, and on a shared machine a sleeping rank frees its core so
  * the scheduler can pull the late peer onto it at once. With more ranks
  * than cores: spin 2 us (HCCL_SPIN_US overrides both). */

@@ -337,7 +337,7 @@ F = torch.nn.functional
 # Activations with their own hpu kernels (forward and backward), as their
 # CPU kernels write them: bf16 / fp16 compute in float and round once, so
 # they are the CPU's to one step of the dtype (bit for bit on these inputs
-# when the commit landed).
+# when this test was written).
 ACTIVATIONS = {
     "elu": lambda x: F.elu(x), "elu_alpha": lambda x: F.elu(x, alpha=0.7), "selu": F.selu,
     "celu": lambda x: F.celu(x, alpha=1.3), "softplus": F.softplus,
