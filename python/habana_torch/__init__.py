@@ -19,6 +19,19 @@ from . import hpex  # loads the autocast op lists (hmp/); hpex.hmp is Gaudi's HM
 if not hasattr(torch, "hpu"):
     torch._register_device_module("hpu", hpu)
 
+
+def _alias_hpu_submodules():
+    """`import torch.hpu.random` (and the other submodules) finds the loaded
+    module instead of loading its file a second time."""
+    import sys
+
+    for name, module in list(sys.modules.items()):
+        if name.startswith("habana_torch.hpu.") and module is not None:
+            sys.modules.setdefault("torch.hpu." + name[len("habana_torch.hpu."):], module)
+
+
+_alias_hpu_submodules()
+
 hpu._install_torch_hooks()
 
 
