@@ -6,7 +6,9 @@ Importing it registers the built-in ``hpu`` device with PyTorch::
     x = torch.randn(4, 8).to("hpu")
 
 ``habana_torch.hpu`` becomes ``torch.hpu``; ``habana_torch.core`` mirrors
-``habana_frameworks.torch.core`` (``mark_step``).
+``habana_frameworks.torch.core`` (``mark_step``). The package
+``habana_frameworks.torch``, installed alongside, is Gaudi's import path
+over these modules, so scripts and libraries written for Gaudi find them.
 """
 import torch
 
