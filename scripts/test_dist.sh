@@ -2,12 +2,13 @@
 # Multi-process tests of the hccl process-group backend: every
 # collective (torchrun 2 ranks, mpirun 4 ranks, lazy mode), DDP on a small BERT
 # vs one CPU process (2 and 4 ranks, torchrun and mpirun, lazy mode), FSDP1/2,
-# card acquisition, the gaudi_spawn launcher, a killed rank, two hosts in
-# network namespaces, and a subset of PyTorch's _DistTestBase.
+# accelerate's Accelerator as MULTI_HPU over hccl (torchrun 2 ranks, lazy and
+# eager), card acquisition, the gaudi_spawn launcher, a killed rank, two hosts
+# in network namespaces, and a subset of PyTorch's _DistTestBase.
 #
 # Usage: scripts/test_dist.sh [--quick]     (--quick: skip mpirun/4-rank/two-host/_DistTestBase)
 # Needs: habana_torch importable (installed, or PYTHONPATH), torchrun, mpirun
-# (OpenMPI), transformers; root for the two-host test (skipped otherwise).
+# (OpenMPI), transformers, accelerate; root for the two-host test (skipped otherwise).
 # Ends non-zero if any step failed; leaves nothing in /dev/shm.
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -35,7 +36,7 @@ step() {  # step <name> <expect-regex> <timeout-s> cmd...
     fail=$((fail + 1)); failed+=("$name"); printf 'FAIL  %-44s %4ss (rc %s, log %s)\n' "$name" $((SECONDS - t0)) $rc "$log"
     grep -Ev "Warning|warn\(|^\s*$" "$log" | tail -15 | sed 's/^/      /'
   fi
-  grep -hE "^(DDP|FSDP|COLLECTIVES|FAULT|CARD|TWO|RESULT)" "$log" | sed 's/^/      /' | head -12
+  grep -hE "^(DDP|FSDP|ACCELERATE|COLLECTIVES|FAULT|CARD|TWO|RESULT)" "$log" | sed 's/^/      /' | head -12
 }
 trun() { python -m torch.distributed.run --nproc_per_node="$1" --master_port="$MASTER_PORT" "${@:2}"; }
 export -f trun
@@ -45,6 +46,12 @@ step "collectives lazy x2" "COLLECTIVES OK world=2 .* lazy=1" 180 env PT_HPU_LAZ
 step "ddp bert eager x2" "DDP hook OK world=2 .*lazy=0" 300 env PT_HPU_LAZY_MODE=0 bash -c 'trun 2 tests/dist/ddp_bert_worker.py'
 step "ddp bert lazy x2" "DDP bucket_view OK world=2 .*lazy=1" 300 env PT_HPU_LAZY_MODE=1 bash -c 'trun 2 tests/dist/ddp_bert_worker.py --modes plain,bucket_view'
 step "fsdp2+fsdp1 torchrun x2" "FSDP1 OK" 300 bash -c 'trun 2 tests/dist/fsdp_worker.py'
+if python -c "import accelerate" 2>/dev/null; then
+  step "accelerate MULTI_HPU lazy x2" "ACCELERATE MULTI_HPU OK world=2 lazy=1" 200 env PT_HPU_LAZY_MODE=1 bash -c 'trun 2 tests/dist/accelerate_worker.py'
+  step "accelerate MULTI_HPU eager x2" "ACCELERATE MULTI_HPU OK world=2 lazy=0" 200 env PT_HPU_LAZY_MODE=0 bash -c 'trun 2 tests/dist/accelerate_worker.py'
+else
+  echo "SKIP  accelerate MULTI_HPU: needs the accelerate package (pip install accelerate)"
+fi
 step "card lock" "CARD LOCK OK" 120 python tests/dist/card_lock_check.py
 step "launcher gaudi_spawn (torchrun)" "DDP plain OK world=2" 300 bash -c 'python examples/gaudi_spawn.py --world_size 2 --master_port $MASTER_PORT tests/dist/ddp_bert_worker.py --modes plain'
 step "killed rank -> exception x3" "FAULT CHECK OK" 200 env FAULT_TIMEOUT_S=10 python tests/dist/fault_check.py 3

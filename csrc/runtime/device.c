@@ -30,7 +30,7 @@ static int num_cards;           /* physical cards on the host */
 static int visible_count;
 static int physical_ids[HPU_MAX_CARDS];
 static size_t card_memory;
-static char visible_env[256];   /* HABANA_VISIBLE_DEVICES as read, for messages */
+static char visible_env[300];   /* "NAME=value" of the variable that chose the cards, for messages */
 
 static void after_fork_child(void) {
   if (atomic_load(&initialized)) {
@@ -73,17 +73,29 @@ static hpu_status_t parse_num_cards(int *out) {
   return HPU_SUCCESS;
 }
 
+/* The visible cards, by physical id, in the order listed: "2,3", "all" or
+ * empty for every card. Two variables select them: HABANA_VISIBLE_DEVICES,
+ * and HABANA_VISIBLE_MODULES (what accelerate's launcher sets for --gpu_ids).
+ * When both are set (non-empty), HABANA_VISIBLE_MODULES wins: a launcher sets
+ * it for the process it starts, over whatever the shell exported, just as it
+ * replaces CUDA_VISIBLE_DEVICES on a GPU. */
 static hpu_status_t parse_visible(int cards) {
-  const char *v = getenv("HABANA_VISIBLE_DEVICES");
-  visible_env[0] = 0;
+  const char *name = "HABANA_VISIBLE_MODULES";
+  const char *v = getenv(name);
   const char *end, *s = v ? trim(v, &end) : NULL;
+  if (!v || s == end) {
+    name = "HABANA_VISIBLE_DEVICES";
+    v = getenv(name);
+    s = v ? trim(v, &end) : NULL;
+  }
+  visible_env[0] = 0;
   if (!v || s == end || ((size_t)(end - s) == 3 && strncasecmp(s, "all", 3) == 0)) {
-    if (v) snprintf(visible_env, sizeof visible_env, "%s", v);
+    if (v) snprintf(visible_env, sizeof visible_env, "%s=%s", name, v);
     visible_count = cards;
     for (int i = 0; i < cards; i++) physical_ids[i] = i;
     return HPU_SUCCESS;
   }
-  snprintf(visible_env, sizeof visible_env, "%s", v);
+  snprintf(visible_env, sizeof visible_env, "%s=%s", name, v);
   int count = 0;
   const char *p = s;
   while (p < end) {
@@ -100,21 +112,21 @@ static hpu_status_t parse_visible(int cards) {
     long id = strtol(is, &stop, 10);
     if (is == iend || stop != iend || errno || id < 0)
       return hpu_error(HPU_ERROR_INVALID_ARGUMENT,
-                       "invalid HABANA_VISIBLE_DEVICES='%s': '%s' is not a card id", v, item);
+                       "invalid %s='%s': '%s' is not a card id", name, v, item);
     if (id >= cards)
       return hpu_error(HPU_ERROR_INVALID_ARGUMENT,
-                       "invalid HABANA_VISIBLE_DEVICES='%s': card %ld does not exist "
-                       "(HPU_NUM_CARDS=%d)", v, id, cards);
+                       "invalid %s='%s': card %ld does not exist "
+                       "(HPU_NUM_CARDS=%d)", name, v, id, cards);
     for (int i = 0; i < count; i++)
       if (physical_ids[i] == id)
         return hpu_error(HPU_ERROR_INVALID_ARGUMENT,
-                         "invalid HABANA_VISIBLE_DEVICES='%s': card %ld listed twice", v, id);
+                         "invalid %s='%s': card %ld listed twice", name, v, id);
     physical_ids[count++] = (int)id; /* count <= cards <= HPU_MAX_CARDS: no duplicates */
     if (!comma) break;
     p = comma + 1;
     if (p == end)
       return hpu_error(HPU_ERROR_INVALID_ARGUMENT,
-                       "invalid HABANA_VISIBLE_DEVICES='%s': trailing comma", v);
+                       "invalid %s='%s': trailing comma", name, v);
   }
   visible_count = count;
   return HPU_SUCCESS;
@@ -198,11 +210,11 @@ hpu_status_t hpu_device_check(int device) {
   if (device >= 0 && device < visible_count) return HPU_SUCCESS;
   if (visible_env[0])
     return hpu_error(HPU_ERROR_INVALID_ARGUMENT,
-                     "invalid hpu device index %d: %d card%s visible (HABANA_VISIBLE_DEVICES=%s)",
+                     "invalid hpu device index %d: %d card%s visible (%s)",
                      device, visible_count, visible_count == 1 ? "" : "s", visible_env);
   return hpu_error(HPU_ERROR_INVALID_ARGUMENT,
                    "invalid hpu device index %d: %d card%s visible (HPU_NUM_CARDS=%d, "
-                   "HABANA_VISIBLE_DEVICES not set)",
+                   "HABANA_VISIBLE_DEVICES and HABANA_VISIBLE_MODULES not set)",
                    device, visible_count, visible_count == 1 ? "" : "s", num_cards);
 }
 

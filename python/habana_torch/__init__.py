@@ -6,7 +6,9 @@ Importing it registers the built-in ``hpu`` device with PyTorch::
     x = torch.randn(4, 8).to("hpu")
 
 ``habana_torch.hpu`` becomes ``torch.hpu``; ``habana_torch.core`` mirrors
-``habana_frameworks.torch.core`` (``mark_step``).
+``habana_frameworks.torch.core`` (``mark_step``). The package
+``habana_frameworks.torch``, installed alongside, is Gaudi's import path
+over these modules, so scripts and libraries written for Gaudi find them.
 """
 import torch
 
@@ -18,6 +20,19 @@ from . import hpex  # loads the autocast op lists (hmp/); hpex.hmp is Gaudi's HM
 
 if not hasattr(torch, "hpu"):
     torch._register_device_module("hpu", hpu)
+
+
+def _alias_hpu_submodules():
+    """`import torch.hpu.random` (and the other submodules) finds the loaded
+    module instead of loading its file a second time."""
+    import sys
+
+    for name, module in list(sys.modules.items()):
+        if name.startswith("habana_torch.hpu.") and module is not None:
+            sys.modules.setdefault("torch.hpu." + name[len("habana_torch.hpu."):], module)
+
+
+_alias_hpu_submodules()
 
 hpu._install_torch_hooks()
 

@@ -34,6 +34,7 @@ static int in_child(const char *const *env, void (*body)(void)) {
     alarm(20); /* never hang the suite */
     unsetenv("HPU_NUM_CARDS");
     unsetenv("HABANA_VISIBLE_DEVICES");
+    unsetenv("HABANA_VISIBLE_MODULES");
     for (int i = 0; env && env[i]; i += 2) setenv(env[i], env[i + 1], 1);
     body();
     _exit(0);
@@ -107,6 +108,42 @@ static void body_visible_junk(void) {
   CHILD_CHECK(status_is(hpu_init(), HPU_ERROR_INVALID_ARGUMENT, "HABANA_VISIBLE_DEVICES", "x"));
 }
 
+/* HABANA_VISIBLE_MODULES alone selects and orders cards as HABANA_VISIBLE_DEVICES does. */
+static void body_modules_31(void) {
+  int n = -1;
+  hpu_device_props_t p;
+  CHILD_CHECK(hpu_device_count(&n) == HPU_SUCCESS && n == 2);
+  CHILD_CHECK(hpu_device_get_props(0, &p) == HPU_SUCCESS && p.physical_id == 3);
+  CHILD_CHECK(hpu_device_get_props(1, &p) == HPU_SUCCESS && p.physical_id == 1);
+  CHILD_CHECK(status_is(hpu_device_check(2), HPU_ERROR_INVALID_ARGUMENT,
+                        "2 cards visible (HABANA_VISIBLE_MODULES=3,1)", NULL));
+}
+
+/* Both set: HABANA_VISIBLE_MODULES wins. */
+static void body_modules_win(void) {
+  int n = -1;
+  hpu_device_props_t p;
+  CHILD_CHECK(hpu_device_count(&n) == HPU_SUCCESS && n == 1);
+  CHILD_CHECK(hpu_device_get_props(0, &p) == HPU_SUCCESS && p.physical_id == 5);
+}
+
+/* An empty HABANA_VISIBLE_MODULES counts as unset: HABANA_VISIBLE_DEVICES applies. */
+static void body_modules_empty(void) {
+  int n = -1;
+  hpu_device_props_t p;
+  CHILD_CHECK(hpu_device_count(&n) == HPU_SUCCESS && n == 2);
+  CHILD_CHECK(hpu_device_get_props(1, &p) == HPU_SUCCESS && p.physical_id == 3);
+}
+
+static void body_modules_bad(void) {
+  CHILD_CHECK(status_is(hpu_init(), HPU_ERROR_INVALID_ARGUMENT, "invalid HABANA_VISIBLE_MODULES='0,8'",
+                        "card 8 does not exist"));
+}
+
+static void body_modules_junk(void) {
+  CHILD_CHECK(status_is(hpu_init(), HPU_ERROR_INVALID_ARGUMENT, "HABANA_VISIBLE_MODULES", "trailing comma"));
+}
+
 static void body_memory_512m(void) {
   hpu_device_props_t p;
   size_t free_b, total_b;
@@ -144,6 +181,11 @@ static void test_env(void) {
   const char *vis_bad[] = {"HABANA_VISIBLE_DEVICES", "1,9", NULL};
   const char *vis_dup[] = {"HABANA_VISIBLE_DEVICES", "1, 1", NULL};
   const char *vis_junk[] = {"HABANA_VISIBLE_DEVICES", "0,x", NULL};
+  const char *mod31[] = {"HABANA_VISIBLE_MODULES", "3,1", NULL};
+  const char *mod_win[] = {"HABANA_VISIBLE_DEVICES", "2,3", "HABANA_VISIBLE_MODULES", "5", NULL};
+  const char *mod_empty[] = {"HABANA_VISIBLE_DEVICES", "2,3", "HABANA_VISIBLE_MODULES", " ", NULL};
+  const char *mod_bad[] = {"HABANA_VISIBLE_MODULES", "0,8", NULL};
+  const char *mod_junk[] = {"HABANA_VISIBLE_DEVICES", "1", "HABANA_VISIBLE_MODULES", "1,", NULL};
   const char *mem512[] = {"HPU_CARD_MEMORY", "512M", NULL};
   const char *mem1g[] = {"HPU_CARD_MEMORY", "1G", NULL};
   const char *mem_small[] = {"HPU_CARD_MEMORY", "100", NULL};
@@ -165,6 +207,11 @@ static void test_env(void) {
   CU_ASSERT_EQUAL(in_child(vis_bad, body_visible_bad), 0);
   CU_ASSERT_EQUAL(in_child(vis_dup, body_visible_dup), 0);
   CU_ASSERT_EQUAL(in_child(vis_junk, body_visible_junk), 0);
+  CU_ASSERT_EQUAL(in_child(mod31, body_modules_31), 0);
+  CU_ASSERT_EQUAL(in_child(mod_win, body_modules_win), 0);
+  CU_ASSERT_EQUAL(in_child(mod_empty, body_modules_empty), 0);
+  CU_ASSERT_EQUAL(in_child(mod_bad, body_modules_bad), 0);
+  CU_ASSERT_EQUAL(in_child(mod_junk, body_modules_junk), 0);
   CU_ASSERT_EQUAL(in_child(mem512, body_memory_512m), 0);
   CU_ASSERT_EQUAL(in_child(mem1g, body_memory_1g), 0);
   CU_ASSERT_EQUAL(in_child(mem_small, body_memory_small), 0);
@@ -255,6 +302,7 @@ static void test_fork_after_init(void) {
 int main(void) {
   setenv("HPU_CARD_MEMORY", "64M", 1);
   unsetenv("HABANA_VISIBLE_DEVICES");
+  unsetenv("HABANA_VISIBLE_MODULES");
   unsetenv("HPU_NUM_CARDS");
   unsetenv("OMP_NUM_THREADS");
   if (CU_initialize_registry() != CUE_SUCCESS) return 2;

@@ -67,6 +67,14 @@ def is_lazy():
     return _C._is_lazy()
 
 
+def _mark_step_if_lazy():
+    """mark_step() in lazy mode; nothing in eager mode (Gaudi's
+    step_closure._mark_step_if_lazy, which libraries call after each
+    optimizer step)."""
+    if is_lazy():
+        mark_step()
+
+
 def _set_lazy_mode(enabled):
     """Switches lazy mode on or off for the whole process (pending graphs are
     flushed first). Meant for tests and notebooks; scripts set

@@ -94,7 +94,7 @@ def acquire_card(device=None):
         f.close()
         raise RuntimeError(
             f"hpu:{device} (physical card {physical}) is in use by {holder}; a card is acquired by one "
-            f"process at a time. Give each process its own card (LOCAL_RANK / HABANA_VISIBLE_DEVICES), "
+            f"process at a time. Give each process its own card (LOCAL_RANK, or HABANA_VISIBLE_DEVICES / HABANA_VISIBLE_MODULES), "
             f"or set PT_HPU_SHARE_CARDS=1 to share cards (lock file: {path})") from None
     f.seek(0)
     f.truncate()
@@ -109,27 +109,39 @@ def acquire_card(device=None):
     return physical
 
 
-def initialize_distributed_hpu(world_size=-1, rank=-1, local_rank=-1):
+def _rank_arg(name, value, env_name, default):
+    """An argument of initialize_distributed_hpu: the given int, or (None or
+    negative) the launcher's variable."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        raise TypeError(f"initialize_distributed_hpu: {name} must be an int or None, not {type(value).__name__}")
+    if value is not None and value >= 0:
+        return value
+    raw = os.environ.get(env_name, str(default))
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"initialize_distributed_hpu: {env_name}={raw!r} is not an integer") from None
+
+
+def initialize_distributed_hpu(world_size=None, rank=None, local_rank=None):
     """Reads the launcher's variables (torchrun's, or mpirun's mapped to them),
-    selects this process' card (``hpu:LOCAL_RANK``) and acquires it.
+    selects this process' card (``hpu:LOCAL_RANK``) and acquires it. An
+    argument given (not None) replaces the variable.
 
     Returns ``(world_size, rank, local_rank)``; ``(1, 0, 0)`` outside a launcher.
     """
     _map_launcher_env()
     env = os.environ
-    if world_size < 0:
-        world_size = int(env.get("WORLD_SIZE", 1))
-    if rank < 0:
-        rank = int(env.get("RANK", 0))
-    if local_rank < 0:
-        local_rank = int(env.get("LOCAL_RANK", 0))
+    world_size = _rank_arg("world_size", world_size, "WORLD_SIZE", 1)
+    rank = _rank_arg("rank", rank, "RANK", 0)
+    local_rank = _rank_arg("local_rank", local_rank, "LOCAL_RANK", 0)
     env.setdefault("WORLD_SIZE", str(world_size))
     env.setdefault("RANK", str(rank))
     env.setdefault("LOCAL_RANK", str(local_rank))
     n = torch.hpu.device_count()
     if local_rank >= n:
         raise RuntimeError(f"LOCAL_RANK {local_rank} needs {local_rank + 1} cards, but {n} are visible "
-                           f"(HPU_NUM_CARDS / HABANA_VISIBLE_DEVICES)")
+                           f"(HPU_NUM_CARDS / HABANA_VISIBLE_MODULES / HABANA_VISIBLE_DEVICES)")
     torch.hpu.set_device(local_rank)
     if world_size > 1:
         acquire_card(local_rank)

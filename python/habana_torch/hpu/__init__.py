@@ -1,10 +1,14 @@
 """torch.hpu: the device module for the emulated Gaudi cards.
 
 Names follow torch.cuda (and habana_frameworks.torch.hpu where Gaudi users
-know them). Cards: HPU_NUM_CARDS (default 8) filtered by
-HABANA_VISIBLE_DEVICES; memory per card: HPU_CARD_MEMORY (default 16G).
+know them; habana_frameworks.torch.hpu is this module). Cards: HPU_NUM_CARDS
+(default 8) filtered by HABANA_VISIBLE_MODULES or HABANA_VISIBLE_DEVICES
+(when both are set, HABANA_VISIBLE_MODULES wins); memory per card:
+HPU_CARD_MEMORY (default 16G); the Gaudi generation the cards report:
+HPU_DEVICE_TYPE (GAUDI, GAUDI2 by default, or GAUDI3).
 """
 import os
+import sys
 import threading
 
 import torch
@@ -14,13 +18,16 @@ from . import _utils  # noqa: F401  (torch.serialization looks it up)
 from .memory import (  # noqa: F401
     empty_cache,
     max_memory_allocated,
+    max_memory_cached,
     max_memory_reserved,
     mem_get_info,
     memory_allocated,
+    memory_cached,
     memory_reserved,
     memory_stats,
     memory_summary,
     reset_accumulated_memory_stats,
+    reset_max_memory_allocated,
     reset_peak_memory_stats,
 )
 from .random import (  # noqa: F401
@@ -36,7 +43,7 @@ from .random import (  # noqa: F401
 )
 from .streams import Event, Stream, current_stream, default_stream, set_stream, stream  # noqa: F401
 from . import metrics  # noqa: F401
-from .graphs import HPUGraph, graph, wrap_in_hpu_graph  # noqa: F401
+from .graphs import HPUGraph, ModuleCacher, graph, wrap_in_hpu_graph  # noqa: F401
 
 _initialized = False
 _init_lock = threading.Lock()
@@ -113,14 +120,36 @@ def synchronize(device=None):
     _C._synchronize(_C._current_device() if device is None else _device_index(device, optional=True))
 
 
+# The Gaudi generation the cards report (get_device_name(), the properties'
+# name, habana_frameworks.torch.utils.experimental._get_device_type()), so
+# code that branches on Gaudi 1/2/3 takes one known path. Read once.
+_DEVICE_TYPES = {"GAUDI": "GAUDI", "GAUDI1": "GAUDI", "GAUDI2": "GAUDI2", "GAUDI3": "GAUDI3"}
+_device_type = None
+
+
+def _device_type_name():
+    """"GAUDI", "GAUDI2" or "GAUDI3", from HPU_DEVICE_TYPE (default GAUDI2)."""
+    global _device_type
+    if _device_type is None:
+        raw = os.environ.get("HPU_DEVICE_TYPE", "").strip()
+        name = _DEVICE_TYPES.get(raw.upper()) if raw else "GAUDI2"
+        if name is None:
+            raise ValueError(f"invalid HPU_DEVICE_TYPE={raw!r}: expected GAUDI (or GAUDI1), GAUDI2 or GAUDI3")
+        _device_type = name
+    return _device_type
+
+
 def get_device_name(device=None):
+    """The card's Gaudi generation: "GAUDI2" unless HPU_DEVICE_TYPE says
+    GAUDI (Gaudi 1) or GAUDI3."""
     _lazy_init()
-    return _C._device_properties(_device_index(device, optional=True))[0]
+    _device_index(device, optional=True)  # checks the index
+    return _device_type_name()
 
 
 class _DeviceProperties:
     def __init__(self, name, physical_id, total_memory):
-        self.name = name
+        self.name = _device_type_name()
         self.physical_id = physical_id
         self.total_memory = total_memory
         self.type = "hpu"
@@ -169,6 +198,28 @@ def is_bf16_supported(including_emulation=True):
     return True
 
 
+# Dynamic shapes: on Gaudi a switch of the graph compiler. Here every graph
+# is compiled for the shapes it meets and cached per shape set either way;
+# the switch is kept so code that sets it and reads it back runs unchanged.
+_dynamic_shape = False
+
+
+def enable_dynamic_shape():
+    global _dynamic_shape
+    _dynamic_shape = True
+
+
+def disable_dynamic_shape():
+    global _dynamic_shape
+    _dynamic_shape = False
+
+
+def get_dynamic_shape_status():
+    """What enable_dynamic_shape / disable_dynamic_shape last set (False at
+    start)."""
+    return _dynamic_shape
+
+
 def set_num_threads(n):
     """Threads of the kernel pool (torch.set_num_threads also sets it)."""
     _C._set_num_threads(int(n))
@@ -209,7 +260,12 @@ __all__ = [
     "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
     "memory_stats", "memory_summary", "reset_peak_memory_stats", "reset_accumulated_memory_stats",
     "empty_cache", "mem_get_info",
+    "reset_max_memory_allocated", "memory_cached", "max_memory_cached",
     "manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed",
     "get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all",
-    "HPUGraph", "graph", "wrap_in_hpu_graph",
+    "HPUGraph", "graph", "wrap_in_hpu_graph", "ModuleCacher",
+    "enable_dynamic_shape", "disable_dynamic_shape", "get_dynamic_shape_status",
 ]
+
+# habana_frameworks.torch.hpu.hpu is the module itself on Gaudi.
+hpu = sys.modules[__name__]

@@ -10,6 +10,7 @@ During a capture nothing may wait for the card (.item(), .cpu(), print,
 a CPU fallback op): those raise. Memory allocated in the capture belongs to
 the graph until it is reset. Random ops draw new numbers at each replay.
 """
+import copy
 import warnings
 
 import torch
@@ -164,12 +165,42 @@ class _GraphedForward:
         self.cache.clear()
 
 
+class ModuleCacher:
+    """Runs a module's forward through HPU graphs, one per input signature,
+    keeping at most `max_graphs` of them (the oldest is dropped; None: no
+    limit), as habana_frameworks.torch.hpu.ModuleCacher::
+
+        model = ModuleCacher(max_graphs=10)(model=model, inplace=True)
+
+    Training calls (gradients needed) run the plain forward. Returns the
+    module (a deep copy when inplace=False); module.clear_cache() drops its
+    graphs. The other keyword arguments of Gaudi's are accepted and have no
+    effect here: graphs are replayed asynchronously and captured tensors are
+    kept either way."""
+
+    def __init__(self, max_graphs=None):
+        if max_graphs is not None and (isinstance(max_graphs, bool) or not isinstance(max_graphs, int)
+                                       or max_graphs < 1):
+            raise ValueError(f"ModuleCacher: max_graphs must be a positive int or None, not {max_graphs!r}")
+        self.max_graphs = max_graphs
+
+    def __call__(self, model, inplace=True, allow_unused_input=False, asynchronous=False,
+                 disable_tensor_cache=False, dry_run=False, verbose=False):
+        if not isinstance(model, torch.nn.Module):
+            raise TypeError(f"ModuleCacher: model must be a torch.nn.Module, not {type(model).__name__}")
+        if not inplace:
+            model = copy.deepcopy(model)
+        graphed = _GraphedForward(model, model.forward, max_graphs=self.max_graphs)
+        model.forward = graphed
+        model.clear_cache = graphed.clear_cache
+        return model
+
+
 def wrap_in_hpu_graph(module, asynchronous=False, disable_tensor_cache=False, dry_run=False,
                       max_graphs=None, verbose=False):
     """Runs `module`'s forward through HPU graphs (see _GraphedForward), as
     habana_frameworks.torch.hpu.wrap_in_hpu_graph. Returns the module;
     module.clear_cache() drops its graphs."""
-    graphed = _GraphedForward(module, module.forward, max_graphs=max_graphs)
-    module.forward = graphed
-    module.clear_cache = graphed.clear_cache
-    return module
+    return ModuleCacher(max_graphs)(module, inplace=True, asynchronous=asynchronous,
+                                    disable_tensor_cache=disable_tensor_cache, dry_run=dry_run,
+                                    verbose=verbose)

@@ -10,10 +10,37 @@ def _index(device):
     return _utils._get_device_index(device, optional=True)
 
 
+# Gaudi's memory_stats keys, from the allocator's counters. This allocator
+# has one level (segments carved from the card's memory, split into blocks),
+# so Gaudi's "system" counters are the same counts as the plain ones, and it
+# does not record each allocation's size: MaxAllocSize is the peak of bytes
+# in use, which bounds the largest single allocation from above.
+_GAUDI_KEYS = (
+    ("Limit", "limit"),                                  # the card's capacity
+    ("InUse", "allocated_bytes.all.current"),            # = memory_allocated()
+    ("MaxInUse", "allocated_bytes.all.peak"),            # = max_memory_allocated()
+    ("NumAllocs", "allocation.all.allocated"),           # since reset_accumulated_memory_stats()
+    ("NumFrees", "allocation.all.freed"),
+    ("ActiveAllocs", "active.all.current"),              # live blocks
+    ("MaxAllocSize", "allocated_bytes.all.peak"),
+    ("TotalSystemAllocs", "allocation.all.allocated"),
+    ("TotalSystemFrees", "allocation.all.freed"),
+    ("TotalActiveAllocs", "active.all.current"),
+)
+
+
 def memory_stats(device=None):
-    """The allocator's counters as a flat dict (torch.cuda.memory_stats keys
-    where they exist; 'limit' is the card's capacity)."""
-    return dict(sorted(_C._memory_stats(_index(device)).items()))
+    """The allocator's counters as a flat dict: torch.cuda.memory_stats keys
+    where they exist ('limit' is the card's capacity), and Gaudi's keys
+    (Limit, InUse, MaxInUse, NumAllocs, NumFrees, ActiveAllocs, MaxAllocSize,
+    TotalSystemAllocs, TotalSystemFrees, TotalActiveAllocs) from the same
+    counters: InUse is memory_allocated(), MaxInUse max_memory_allocated().
+    MaxAllocSize is not tracked per allocation; it reports MaxInUse, an
+    upper bound of the largest one."""
+    stats = _C._memory_stats(_index(device))
+    for gaudi, ours in _GAUDI_KEYS:
+        stats[gaudi] = stats[ours]
+    return dict(sorted(stats.items()))
 
 
 def memory_allocated(device=None):
@@ -34,6 +61,22 @@ def max_memory_reserved(device=None):
 
 def reset_peak_memory_stats(device=None):
     _C._reset_peak_memory_stats(_index(device))
+
+
+def reset_max_memory_allocated(device=None):
+    """Resets the peak of allocated bytes (as torch.cuda's, which resets
+    every peak: reset_peak_memory_stats)."""
+    reset_peak_memory_stats(device)
+
+
+def memory_cached(device=None):
+    """Bytes held by the caching allocator: memory_reserved() (the older name)."""
+    return memory_reserved(device)
+
+
+def max_memory_cached(device=None):
+    """Peak of memory_cached(): max_memory_reserved() (the older name)."""
+    return max_memory_reserved(device)
 
 
 def reset_accumulated_memory_stats(device=None):

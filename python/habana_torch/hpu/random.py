@@ -1,4 +1,5 @@
-"""RNG of the cards: one Philox generator (seed + offset) per card."""
+"""RNG of the cards: one Philox generator (seed + offset) per card
+(``default_generators``), seeded as torch.cuda's."""
 import torch
 
 from . import _utils
@@ -61,3 +62,14 @@ def _card_generator(device):
     from .. import _C
 
     return _C._default_generator(idx)
+
+
+def __getattr__(name):
+    # default_generators: the cards' generators, one per visible card (as
+    # torch.cuda.default_generators); computed on use, since reading it
+    # initialises the cards.
+    if name == "default_generators":
+        from . import device_count
+
+        return tuple(_card_generator(i) for i in range(device_count()))
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

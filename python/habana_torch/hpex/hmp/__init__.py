@@ -12,8 +12,11 @@ Ops in no list run in their input dtypes. The default lists are the text
 files in ``hmp/`` (``lower_precision_ops.txt``, ``fp32_ops.txt``,
 ``promote_ops.txt``); ``PT_HPU_AUTOCAST_LOWER_PRECISION_OPS_LIST``,
 ``PT_HPU_AUTOCAST_FP32_OPS_LIST`` (and ``PT_HPU_AUTOCAST_PROMOTE_OPS_LIST``)
-name files that replace them for ``torch.autocast("hpu")``; they are read
-once, when habana_torch is imported.
+name files that replace them for ``torch.autocast("hpu")``. They are read
+when habana_torch is imported (with ``import torch``), and read again when
+``habana_frameworks.torch.core`` is first imported if they changed in
+between: scripts (optimum-habana's GaudiConfig) set them after ``import
+torch`` and before that import, which is when Gaudi reads them.
 
 HMP (the legacy Gaudi API)::
 
@@ -78,16 +81,35 @@ def _env_path(name):
     return value or None
 
 
+_loaded_env = None  # the three variables' values the loaded lists came from
+
+
+def _current_env():
+    return (_env_path(ENV_LOWER), _env_path(ENV_FP32), _env_path(ENV_PROMOTE))
+
+
 def _load_autocast_lists():
     """Loads the lists torch.autocast("hpu") uses: the defaults, each replaced
     by the file its environment variable names."""
+    global _loaded_env
+    env = _current_env()
     defaults = default_list_paths()
-    chosen = [(_env_path(ENV_LOWER), defaults["lower"], _LOWER),
-              (_env_path(ENV_FP32), defaults["fp32"], _FP32),
-              (_env_path(ENV_PROMOTE), defaults["promote"], _PROMOTE)]
+    chosen = [(env[0], defaults["lower"], _LOWER),
+              (env[1], defaults["fp32"], _FP32),
+              (env[2], defaults["promote"], _PROMOTE)]
     with _lock:
         _C._amp_load(_AUTOCAST, [user or default for user, default, _ in chosen],
                      [policy for _, _, policy in chosen], [user is not None for user, _, _ in chosen])
+        _loaded_env = env
+
+
+def _reload_autocast_lists_if_env_changed():
+    """Loads the lists again when PT_HPU_AUTOCAST_*_OPS_LIST changed since
+    they were loaded. Returns True when it reloaded."""
+    if _current_env() == _loaded_env:
+        return False
+    _load_autocast_lists()
+    return True
 
 
 def lists(hmp=False):
