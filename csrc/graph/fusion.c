@@ -697,11 +697,9 @@ static void run_range(void *ctx, int64_t begin, int64_t end) { run_tiles(ctx, be
 #define ROW_BLOCK_ELEMS 16384
 /* A reduction's block is much smaller: its copy (4 KB in fp32) stays in
  * L1, and the reduce kernel costs little per call (layer_norm's does: it
- * took 27 ms instead of 3.4 on 4096 x 768 with this block size). Measured on
- * 4096 x 1024 fp32, one thread, lazy step: (a + b).sum(-1) 0.98 ms with
- * 1024-element blocks, 1.34 with 2048, 1.53 with 4096, 1.63 with 16384
- * (unfused 1.30); (a * 0.5 + b).var(-1) 3.58, 3.88, 4.30, 4.38 (unfused
- * 5.4). */
+ * ran several times slower with this block size). For a fused
+ * (a + b).sum(-1) or var(-1) over [4096 x 1024], 1024-element blocks were
+ * the fastest tried (docs/PERFORMANCE.md). */
 #define REDUCE_BLOCK_ELEMS 1024
 
 /* The row op restricted to rows [r0, r0 + rows), reading its input from

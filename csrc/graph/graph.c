@@ -29,8 +29,7 @@ struct hpu_graph {
 /* Every eager op is one graph, created on the host thread and destroyed on
  * the queue's worker. Through malloc that is a cross-thread free per op,
  * and the two threads took turns on glibc's arena lock through futex
- * wake-ups (perf: a tenth of the host's samples; a tiny op took 1.6-2.5x
- * torch's time instead of 1.3-1.5x without it). Destroyed graphs
+ * wake-ups (perf: a tenth of the host's samples). Destroyed graphs
  * are pushed onto a lock-free stack instead; a creating thread takes the
  * whole stack at once into a list of its own, so no pop can race another
  * (the ABA case of a shared pop). */
@@ -282,15 +281,11 @@ hpu_status_t hpu_graph_run_or_launch(hpu_graph_t *graph, hpu_stream_t stream) {
  * the queue, three threads take turns on two cores (the caller running
  * ahead and then helping in its synchronize, the queue worker, the pool
  * worker), and a chunk whose thread is preempted holds up the whole
- * kernel. 40 adds of [1024 x 1024] in a row, then one synchronize: the
- * calling thread had 1500-4500 involuntary context switches per 100 such
- * loops through the queue and 4-18 when it ran each kernel itself; speed
- * against torch went from 0.85-0.92 to 0.92-0.98 (medians of 9-21
- * same-process rounds, 2-vCPU Zen 3, +5-12% per round). One op and its
- * synchronize, and chains with compute-bound ops (softmax), stay within
- * 2% either way. Below about this size the queue's overlap with Python
- * pays (40 adds of [64 x 1024]: 1.30 of torch through the queue, 1.15 run
- * by the caller) or it is a wash ([256 x 1024]). */
+ * kernel. A stream of 40 such adds, then one synchronize, ran faster with
+ * far fewer context switches when the caller ran each kernel itself
+ * (docs/PERFORMANCE.md). Below about this size the queue's overlap with
+ * Python pays (40 adds of [64 x 1024] ran faster through the queue) or it
+ * is a wash ([256 x 1024]). */
 #define INLINE_MIN_LARGE_ELEMENTS (1 << 20)
 
 static int64_t operand_elements(const hpu_node_t *node) {

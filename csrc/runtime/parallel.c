@@ -49,10 +49,9 @@
 /* Idle workers stay awake this long for the next job. Waking a sleeping one
  * takes 10-17 us in a VM (the halted vCPU must be scheduled again), which
  * is a fifth of a 1M-element kernel, and an eager step between two kernels
- * (Python, dispatch, allocation) often takes more than 20 us. Measured with
- * op + synchronize loops on a 2-vCPU Zen 3 VM, same process, torch = 1:
- * 20 us: row sums 0.83, amax 0.74, add 0.88; 500 us: 1.04, 0.94, 0.96.
- * libgomp, under torch, spins for longer still. */
+ * (Python, dispatch, allocation) often takes more than 20 us: op +
+ * synchronize loops ran faster with a 500 us spin than a 20 us one
+ * (docs/PERFORMANCE.md). libgomp, under torch, spins for longer still. */
 #define POOL_SPIN_NS 500000
 #define CALLER_SPIN_NS 200000 /* the caller spins this long for late chunks before sleeping */
 

@@ -19,13 +19,11 @@
  *    not wake it. Waking the worker there cost the host a futex call and
  *    put a third busy thread on a 2-core box: the woken worker took the
  *    pool worker's CPU while the host ran the kernel, and the pool worker
- *    joined the kernel 9-15 us late (1M-element row sums 0.75 of torch's
- *    speed with the wake, 0.93-0.97 without). The awake pool worker runs
+ *    joined the kernel 9-15 us late. The awake pool worker runs
  *    the task itself instead, at once, as the card's next task; the host's
- *    synchronize joins the kernel's chunks. Before, the task waited for the
- *    host to reach its synchronize (2-4 us after the push in an "op, then
- *    wait" loop): [64 x 1024] amax went from 0.92 to 1.21 of torch's speed,
- *    an add from 0.92 to 1.02 (medians of 11 same-process rounds). A push
+ *    synchronize joins the kernel's chunks. Otherwise the task would wait
+ *    for the host to reach its synchronize, a few microseconds after the
+ *    push in an "op, then wait" loop (docs/PERFORMANCE.md). A push
  *    while the pool worker runs such a task wakes the queue worker (the
  *    host is streaming ops), and when the pool worker cannot take the task
  *    it wakes the queue worker KICK_DELAY_NS later or before it sleeps.
