@@ -57,6 +57,9 @@ int hpu_queue_deferred_runnable(void);
 int hpu_queue_run_deferred(void);
 /* parallel.c: 1 when a pool worker is awake, and so will run the kicks. */
 int hpu_parallel_worker_awake(void);
+/* parallel.c: checks OMP_NUM_THREADS (for hpu_init: the pool reads it
+ * where it cannot report an error). */
+hpu_status_t hpu_parallel_configure(void);
 
 /* spin.c: bounded busy-waiting for the queue and the pool. Waits up to
  * budget_ns (0 when the process may use a single CPU: spinning there only
