@@ -136,6 +136,7 @@ hpu_status_t hpu_init(void) {
      * where no error can be returned): a bad value fails here, so the user
      * gets an error naming it at the first device call. */
     if (st == HPU_SUCCESS) st = hpu_parallel_configure();
+    if (st == HPU_SUCCESS) st = hpu_lazy_configure();
     if (st == HPU_SUCCESS) {
       num_cards = cards;
       card_memory = mem;
