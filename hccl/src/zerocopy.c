@@ -33,12 +33,6 @@ static struct {
 } own[ZC_CARDS];
 static pthread_mutex_t own_mu = PTHREAD_MUTEX_INITIALIZER;
 
-static bool zc_enabled(void) {
-  static int env = -2;
-  if (env == -2) env = (int)hccl_env_int("HCCL_ZERO_COPY", 1);
-  return env != 0;
-}
-
 static bool own_arena(int dev, int *fd, uint64_t *ino, char **base, size_t *bytes) {
   if (dev < 0 || dev >= ZC_CARDS) return false;
   pthread_mutex_lock(&own_mu);
@@ -63,9 +57,9 @@ static bool own_arena(int dev, int *fd, uint64_t *ino, char **base, size_t *byte
   return ok;
 }
 
-void hccl_zc_describe(const void *p, size_t bytes, hccl_zc_buf_t *b) {
+void hccl_zc_describe(hcclComm_t comm, const void *p, size_t bytes, hccl_zc_buf_t *b) {
   memset(b, 0, sizeof *b);
-  if (!p || !zc_enabled()) return;
+  if (!p || !comm->zero_copy) return;
   int dev = -1, fd;
   uint64_t ino;
   char *base;
@@ -156,7 +150,7 @@ void hccl_zc_teardown(hcclComm_t comm) {
 
 bool hccl_zc_offer_send(hcclComm_t comm, int b, const void *buf, size_t bytes) {
   hccl_zc_desc_t *z = &comm->shm.ctrl[comm->local].zc[b];
-  hccl_zc_describe(buf, bytes, &z->send);
+  hccl_zc_describe(comm, buf, bytes, &z->send);
   z->send_va = (uint64_t)(uintptr_t)buf;
   z->cma = hccl_cma_usable(comm);
   return z->send.valid || z->cma;

@@ -333,6 +333,41 @@ static void test_stream_async_error(void) {
   expect_codes("stream_async_error", 2, codes, want);
 }
 
+/* ---- bad numeric settings fail init, naming them ---- */
+static const char *bad_setting[][2] = {
+    {"HCCL_SHM_SLOT_BYTES", "-1"}, /* was a slot of 0 bytes: every staged loop endless */
+    {"HCCL_SHM_SLOT_BYTES", "100"},   {"HCCL_SHM_MBOX_BYTES", "abc"}, {"HCCL_SMALL_BYTES", "1x"},
+    {"HCCL_SPIN_US", "-5"},           {"HCCL_ZERO_COPY", "2"},        {"HCCL_CMA", "on"},
+    {"HCCL_TIMEOUT", "soon"},
+};
+static int bad_setting_case;
+
+static int init_with_bad_setting(int rank, int n, hcclUniqueId id) {
+  const char *name = bad_setting[bad_setting_case][0], *value = bad_setting[bad_setting_case][1];
+  setenv(name, value, 1);
+  hcclComm_t c = NULL;
+  double t0 = now_s();
+  hcclResult_t r = hcclCommInitRank(&c, n, id, rank);
+  char quoted[64];
+  snprintf(quoted, sizeof quoted, "%s='%s'", name, value);
+  if (r == hcclSuccess) {
+    fprintf(stderr, "  %s: init succeeded\n", quoted);
+    hcclCommDestroy(c);
+    return UNEXPECTED_SUCCESS;
+  }
+  int named = r == hcclInvalidArgument && strstr(hcclGetLastError(NULL), quoted) != NULL;
+  if (!named) fprintf(stderr, "  %s: %s: %s\n", quoted, hcclGetErrorString(r), hcclGetLastError(NULL));
+  return !named ? WRONG_DATA : now_s() - t0 < 2.0 ? OK : TOO_SLOW;
+}
+
+static void test_bad_settings(void) {
+  for (bad_setting_case = 0; bad_setting_case < (int)(sizeof bad_setting / sizeof bad_setting[0]); bad_setting_case++) {
+    int codes[1], want[1] = {OK};
+    run_ranks(1, init_with_bad_setting, codes, 20);
+    expect_codes(bad_setting[bad_setting_case][0], 1, codes, want);
+  }
+}
+
 /* ---- abort from another thread ---- */
 static void *aborter(void *arg) {
   usleep(300000);
@@ -429,6 +464,7 @@ int main(void) {
   CU_add_test(s, "abort_from_thread", test_abort_from_thread);
   CU_add_test(s, "stream_async_error", test_stream_async_error);
   CU_add_test(s, "foreign_peer", test_foreign_peer);
+  CU_add_test(s, "bad_settings", test_bad_settings);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
