@@ -78,8 +78,9 @@ static hcclResult_t reduce_zc(hcclComm_t comm, const hccl_op_t *op, int root_loc
   for (int k = 0; k < L; k++) {
     const hccl_zc_desc_t *z = &comm->shm.ctrl[k].zc[b];
     recvs[k] = NULL;
-    if ((r = hccl_zc_addr(comm, k, &z->send, &sends[k])) != hcclSuccess) return r;
-    if ((root_local < 0 || root_local == k) && (r = hccl_zc_addr(comm, k, &z->recv, &recvs[k])) != hcclSuccess)
+    if ((r = hccl_zc_addr(comm, k, &z->send, op->count * es, &sends[k])) != hcclSuccess) return r;
+    if ((root_local < 0 || root_local == k) &&
+        (r = hccl_zc_addr(comm, k, &z->recv, op->count * es, &recvs[k])) != hcclSuccess)
       return r;
   }
   char *dst = recvs[root_local < 0 ? me : root_local];

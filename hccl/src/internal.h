@@ -317,8 +317,11 @@ void hccl_zc_describe(hcclComm_t comm, const void *p, size_t bytes, hccl_zc_buf_
  * need_recv: which of them the operation reads on that rank; root_local
  * >= 0 limits need_recv to the root). */
 bool hccl_zc_all(hcclComm_t comm, int b, bool need_send, bool need_recv, int root_local);
-/* The address, in this process, of local rank li's buffer. */
-hcclResult_t hccl_zc_addr(hcclComm_t comm, int li, const hccl_zc_buf_t *b, char **out);
+/* The address, in this process, of local rank li's buffer, of which the
+ * caller will touch `bytes`. The descriptor is the peer's word: an offset
+ * and length outside the arena it names fail the collective
+ * (hcclRemoteError), they are never dereferenced. */
+hcclResult_t hccl_zc_addr(hcclComm_t comm, int li, const hccl_zc_buf_t *b, size_t bytes, char **out);
 void hccl_zc_teardown(hcclComm_t comm);
 
 /* Cross-memory attach (cma.c): process_vm_readv/writev between local ranks,

@@ -102,19 +102,36 @@ static hcclResult_t map_peer(hcclComm_t comm, int li, const hccl_zc_buf_t *b, hc
   return hcclSuccess;
 }
 
-hcclResult_t hccl_zc_addr(hcclComm_t comm, int li, const hccl_zc_buf_t *b, char **out) {
+/* The descriptor's range [off, off + bytes) must lie in the `size` bytes
+ * mapped: the control block is shared memory any local rank (or a bug in
+ * one) can write, so its offset is checked before it becomes an address. */
+static hcclResult_t in_arena(hcclComm_t comm, int li, const hccl_zc_buf_t *b, size_t bytes, size_t size) {
+  if (b->off <= size && bytes <= size - b->off) return hcclSuccess;
+  return hccl_err(hcclRemoteError,
+                  "zero-copy: rank %d published a buffer at offset %llu of its card memory, %zu bytes of which "
+                  "were to be read, but that memory has %zu bytes: refusing to access it (a corrupt or "
+                  "foreign control block; HCCL_ZERO_COPY=0 disables zero-copy)",
+                  comm->local_ranks[li], (unsigned long long)b->off, bytes, size);
+}
+
+hcclResult_t hccl_zc_addr(hcclComm_t comm, int li, const hccl_zc_buf_t *b, size_t bytes, char **out) {
   if (li == comm->local) {
     /* My own buffer: the arena's address in this process. Only arenas
      * hccl_zc_describe already looked up are searched (looking up another
      * card would create its arena). */
     char *base = NULL;
+    size_t size = 0;
     pthread_mutex_lock(&own_mu);
     for (int dev = 0; dev < ZC_CARDS && !base; dev++)
-      if (own[dev].state == 1 && own[dev].ino == b->ino) base = own[dev].base;
+      if (own[dev].state == 1 && own[dev].ino == b->ino) {
+        base = own[dev].base;
+        size = own[dev].bytes;
+      }
     pthread_mutex_unlock(&own_mu);
     if (!base) return hccl_err(hcclInternalError, "zero-copy: my own buffer's arena is unknown");
-    *out = base + b->off;
-    return hcclSuccess;
+    hcclResult_t r = in_arena(comm, li, b, bytes, size);
+    if (r == hcclSuccess) *out = base + b->off;
+    return r;
   }
   if (!comm->zc_maps) {
     comm->zc_maps = calloc((size_t)comm->local_n * HCCL_ZC_MAPS, sizeof(hccl_zc_map_t));
@@ -124,8 +141,9 @@ hcclResult_t hccl_zc_addr(hcclComm_t comm, int li, const hccl_zc_buf_t *b, char 
   int slot = -1;
   for (int k = 0; k < HCCL_ZC_MAPS; k++) {
     if (maps[k].base && maps[k].ino == b->ino && maps[k].bytes == b->arena_bytes) {
-      *out = maps[k].base + b->off;
-      return hcclSuccess;
+      hcclResult_t r = in_arena(comm, li, b, bytes, maps[k].bytes);
+      if (r == hcclSuccess) *out = maps[k].base + b->off;
+      return r;
     }
     if (!maps[k].base && slot < 0) slot = k;
   }
@@ -135,9 +153,9 @@ hcclResult_t hccl_zc_addr(hcclComm_t comm, int li, const hccl_zc_buf_t *b, char 
     slot = 0;
   }
   hcclResult_t r = map_peer(comm, li, b, &maps[slot]);
-  if (r != hcclSuccess) return r;
-  *out = maps[slot].base + b->off;
-  return hcclSuccess;
+  if (r == hcclSuccess) r = in_arena(comm, li, b, bytes, maps[slot].bytes);
+  if (r == hcclSuccess) *out = maps[slot].base + b->off;
+  return r;
 }
 
 void hccl_zc_teardown(hcclComm_t comm) {
