@@ -7,6 +7,7 @@
 #include "graph/ptrmap.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -332,6 +333,44 @@ static int admit_rows(const hpu_node_t *nodes, hpu_fused_group_t *g, int j) {
   return 1;
 }
 
+/* The group the planner forms at node i (which must be fusible): members
+ * while they are fusible, of the first one's numel and admitted, up to
+ * HPU_FUSION_MAX_GROUP, then a row op if one may end it; which members'
+ * outputs are stored. Returns the nodes it spans (members + row op), or 0
+ * when none forms (fewer than two members and no row op). *next is where
+ * the planner looks for the next group. Both hpu_plan_build and
+ * hpu_plan_check decide with this, so a plan is only ever accepted by the
+ * tests that made it. */
+static int form_group(const hpu_node_t *nodes, int n, const uint8_t *dead, int i,
+                      hpu_fused_group_t *g, int *next) {
+  memset(g, 0, sizeof *g);
+  g->first = i;
+  g->numel = hpu_tensor_numel(&nodes[i].outputs[0]);
+  g->rows_node = -1;
+  int j = i;
+  while (j < n && j - i < HPU_FUSION_MAX_GROUP && hpu_plan_node_fusible(&nodes[j]) &&
+         hpu_tensor_numel(&nodes[j].outputs[0]) == g->numel && admit(nodes, g, j))
+    j++;
+  g->count = j - i;
+  int rows = g->count >= 1 && j < n && admit_rows(nodes, g, j);
+  if (g->count < 2 && !rows) {
+    *next = j > i ? j : i + 1;
+    return 0;
+  }
+  int end = j + rows; /* the row op reads inside the group */
+  for (int m = 0; m < g->count; m++) {
+    int node = i + m;
+    g->store[m] = (uint8_t)(!dead[node] || read_outside(nodes, n, node, i, end));
+  }
+  *next = end;
+  return end - i;
+}
+
+static void count_group(hpu_plan_t *plan, const hpu_fused_group_t *g) {
+  plan->fused_nodes += g->count + (g->rows_node >= 0);
+  for (int m = 0; m < g->count; m++) plan->dropped_stores += !g->store[m];
+}
+
 hpu_plan_t *hpu_plan_build(const hpu_node_t *nodes, int n, const uint8_t *dead) {
   hpu_plan_t *plan = calloc(1, sizeof *plan);
   if (!plan) return NULL;
@@ -349,38 +388,70 @@ hpu_plan_t *hpu_plan_build(const hpu_node_t *nodes, int n, const uint8_t *dead) 
       continue;
     }
     hpu_fused_group_t *g = &plan->groups[plan->num_groups];
-    memset(g, 0, sizeof *g);
-    g->first = i;
-    g->numel = hpu_tensor_numel(&nodes[i].outputs[0]);
-    g->rows_node = -1;
-    int j = i;
-    while (j < n && j - i < HPU_FUSION_MAX_GROUP && hpu_plan_node_fusible(&nodes[j]) &&
-           hpu_tensor_numel(&nodes[j].outputs[0]) == g->numel && admit(nodes, g, j))
-      j++;
-    g->count = j - i;
-    int rows = g->count >= 1 && j < n && admit_rows(nodes, g, j);
-    if (g->count < 2 && !rows) {
-      i = j > i ? j : i + 1;
-      continue;
+    int next, span = form_group(nodes, n, dead, i, g, &next);
+    for (int k = 0; k < span; k++) plan->group_of[i + k] = plan->num_groups;
+    if (span) {
+      count_group(plan, g);
+      plan->num_groups++;
     }
-    int end = j + rows; /* the row op reads inside the group */
-    for (int m = 0; m < g->count; m++) {
-      int node = i + m;
-      int keep = !dead[node] || read_outside(nodes, n, node, i, end);
-      g->store[m] = (uint8_t)keep;
-      plan->dropped_stores += !keep;
-      plan->group_of[node] = plan->num_groups;
-    }
-    if (rows) plan->group_of[j] = plan->num_groups;
-    plan->fused_nodes += g->count + rows;
-    plan->num_groups++;
-    i = end;
+    i = next;
   }
   if (plan->num_groups == 0) {
     hpu_plan_free(plan);
     return NULL;
   }
+  /* Room was made for n / 2 + 1 groups; the recipe cache keeps the plan. */
+  hpu_fused_group_t *fit = realloc(plan->groups, (size_t)plan->num_groups * sizeof *plan->groups);
+  if (fit) plan->groups = fit;
   return plan;
+}
+
+static int refuse(char *why, size_t len, const char *fmt, int a, int b) {
+  snprintf(why, len, fmt, a, b);
+  return 0;
+}
+
+int hpu_plan_check(const hpu_plan_t *p, const hpu_node_t *nodes, int n, const uint8_t *dead,
+                   char *why, size_t len) {
+  if (p->num_nodes != n) return refuse(why, len, "plan of %d nodes for a graph of %d", p->num_nodes, n);
+  if (p->num_groups < 1 || p->num_groups > n)
+    return refuse(why, len, "%d groups in a graph of %d nodes", p->num_groups, n);
+  hpu_plan_t counts = {0};
+  int node = 0; /* nodes before it are checked */
+  for (int gi = 0; gi < p->num_groups; gi++) {
+    const hpu_fused_group_t *s = &p->groups[gi];
+    /* Bounds first: form_group indexes nodes with them. */
+    if (s->first < node || s->first >= n)
+      return refuse(why, len, "group %d starts at node %d, out of order or outside the graph", gi, s->first);
+    for (; node < s->first; node++)
+      if (p->group_of[node] != -1)
+        return refuse(why, len, "node %d is in group %d but in no group's range", node, p->group_of[node]);
+    if (!hpu_plan_node_fusible(&nodes[s->first]))
+      return refuse(why, len, "group %d starts at node %d, which does not fuse", gi, s->first);
+    hpu_fused_group_t t;
+    int next, span = form_group(nodes, n, dead, s->first, &t, &next);
+    if (!span) return refuse(why, len, "no group forms at node %d (group %d)", s->first, gi);
+    if (s->count != t.count || s->rows_node != t.rows_node)
+      return refuse(why, len, "group %d: members or row op differ from the graph's (node %d)", gi, s->first);
+    if (s->numel != t.numel || s->feeder != t.feeder || s->row_len != t.row_len)
+      return refuse(why, len, "group %d: element count or row length differs from the graph's (node %d)",
+                    gi, s->first);
+    if (memcmp(s->src, t.src, sizeof t.src) != 0)
+      return refuse(why, len, "group %d: operand sources differ from the graph's (node %d)", gi, s->first);
+    if (memcmp(s->store, t.store, sizeof t.store) != 0)
+      return refuse(why, len, "group %d: stored outputs differ from the graph's (node %d)", gi, s->first);
+    for (; node < s->first + span; node++)
+      if (p->group_of[node] != gi)
+        return refuse(why, len, "node %d of group %d is marked as in another group", node, gi);
+    count_group(&counts, &t);
+  }
+  for (; node < n; node++)
+    if (p->group_of[node] != -1)
+      return refuse(why, len, "node %d is in group %d but in no group's range", node, p->group_of[node]);
+  if (p->fused_nodes != counts.fused_nodes || p->dropped_stores != counts.dropped_stores)
+    return refuse(why, len, "counts of fused nodes (%d) or dropped stores (%d) are wrong", p->fused_nodes,
+                  p->dropped_stores);
+  return 1;
 }
 
 hpu_plan_t *hpu_plan_copy(const hpu_plan_t *p) {

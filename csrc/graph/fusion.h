@@ -16,6 +16,7 @@
 #ifndef HPU_GRAPH_FUSION_H
 #define HPU_GRAPH_FUSION_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "hpu/op.h"
@@ -53,6 +54,15 @@ typedef struct hpu_plan {
  * same view). Returns NULL on host out-of-memory or when nothing fuses. */
 hpu_plan_t *hpu_plan_build(const hpu_node_t *nodes, int n, const uint8_t *dead);
 hpu_plan_t *hpu_plan_copy(const hpu_plan_t *plan);
+/* 1 when `plan` (a recipe read from disk, say) is one hpu_plan_build would
+ * make for these nodes: every group exactly the group the planner forms at
+ * its first node (same members, fusibility, element count, operand sources,
+ * row op, stored outputs), every other node alone, and the counts right;
+ * the executor may then trust every index and bound in it. Otherwise 0,
+ * with the first failed check in why. Costs about as much as planning the
+ * grouped nodes. */
+int hpu_plan_check(const hpu_plan_t *plan, const hpu_node_t *nodes, int n, const uint8_t *dead,
+                   char *why, size_t len);
 /* Whether a node can join a fused group (elementwise, contiguous, float). */
 int hpu_plan_node_fusible(const hpu_node_t *node);
 void hpu_plan_free(hpu_plan_t *plan);

@@ -15,6 +15,7 @@
 #include "graph/recipe_disk.h"
 #include "graph/signature.h"
 #include "hpu/device.h"
+#include "hpu/env.h"
 #include "hpu/graph.h"
 #include "hpu/lazy.h"
 #include "hpu/metrics.h"
@@ -37,30 +38,46 @@ typedef struct pending {
 static pending_t cards[HPU_MAX_CARDS] = {[0 ... HPU_MAX_CARDS - 1] = {.mu = HPU_MUTEX_INIT(HPU_RANK_LAZY, "lazy graph")}};
 
 static _Atomic int lazy_state = -1; /* -1: not read from the environment yet */
-static int max_nodes;
+static _Atomic int env_read;        /* the settings below were read and valid */
+static _Atomic int max_nodes = 2048;
+static hpu_mutex_t env_mu = HPU_MUTEX_INIT(HPU_RANK_LAZY_SETTINGS, "lazy settings");
 
 #define REASONS 64
 static hpu_mutex_t reasons_mu = HPU_MUTEX_INIT(HPU_RANK_LEAF, "recompile reasons");
 static char reasons[REASONS][640];
 static size_t reasons_count;
 
-static int env_int(const char *name, int fallback) {
-  const char *v = getenv(name);
-  if (!v || !*v) return fallback;
-  char *end;
-  long n = strtol(v, &end, 10);
-  return (*end == '\0' && n >= 0 && n < (1L << 30)) ? (int)n : fallback;
+/* Reads (until it succeeds once) the lazy-mode settings and those of the
+ * recipe caches; hpu_init calls it, so a bad value is an error at the first
+ * device call. */
+hpu_status_t hpu_lazy_configure(void) {
+  if (atomic_load(&env_read)) return HPU_SUCCESS;
+  hpu_mutex_lock(&env_mu);
+  long long mode = 1, nodes = 2048;
+  hpu_status_t st = HPU_SUCCESS;
+  if (!atomic_load(&env_read)) {
+    st = hpu_env_int("PT_HPU_LAZY_MODE", 1, 0, 1, &mode); /* lazy by default, as Gaudi */
+    if (st == HPU_SUCCESS) st = hpu_env_int("PT_HPU_MAX_GRAPH_NODES", 2048, 1, 1 << 30, &nodes);
+    if (st == HPU_SUCCESS) st = hpu_recipe_cache_configure();
+    if (st == HPU_SUCCESS) st = hpu_recipe_disk_configure();
+    if (st == HPU_SUCCESS) {
+      max_nodes = (int)nodes;
+      int unset = -1; /* hpu_lazy_set_enabled before this keeps its choice */
+      atomic_compare_exchange_strong(&lazy_state, &unset, (int)mode);
+      atomic_store(&env_read, 1);
+    }
+  }
+  hpu_mutex_unlock(&env_mu);
+  return st;
 }
 
 int hpu_lazy_enabled(void) {
   int s = atomic_load_explicit(&lazy_state, memory_order_relaxed);
-  if (s < 0) {
-    s = env_int("PT_HPU_LAZY_MODE", 1) ? 1 : 0; /* lazy by default, as Gaudi */
-    max_nodes = env_int("PT_HPU_MAX_GRAPH_NODES", 2048);
-    if (max_nodes < 1) max_nodes = 1;
-    atomic_store(&lazy_state, s);
-  }
-  return s;
+  if (s >= 0) return s;
+  /* Before hpu_init; with a bad setting (which hpu_init reports), the
+   * default. */
+  if (hpu_lazy_configure() != HPU_SUCCESS) return 1;
+  return atomic_load(&lazy_state);
 }
 
 void hpu_lazy_set_enabled(int enabled) {
@@ -146,7 +163,7 @@ static void compile_or_hit(int device, pending_t *p, hpu_graph_t *g) {
   } else {
     hpu_metric_add("recipe_cache_miss", 1);
     hpu_plan_t *compiled = NULL;
-    int from_disk = hpu_recipe_disk_load(&sig, &compiled);
+    int from_disk = hpu_recipe_disk_load(&sig, nodes, dead, &compiled);
     if (!from_disk) {
       hpu_metric_add("graph_compilation", 1);
       char why[512];

@@ -13,5 +13,12 @@ int hpu_recipe_cache_lookup(const hpu_signature_t *sig, hpu_plan_t **plan);
 /* Inserts a compiled recipe, taking ownership of sig's words and of plan
  * (may be NULL), evicting the least recently used past capacity. */
 void hpu_recipe_cache_insert(hpu_signature_t *sig, hpu_plan_t *plan);
+/* Reads PT_HPU_RECIPE_CACHE_SIZE (recipes, default 1024) and
+ * PT_HPU_RECIPE_CACHE_BYTES (host bytes, default 256M) into the bounds. */
+hpu_status_t hpu_recipe_cache_configure(void);
+/* Sets both bounds, evicting at once what no longer fits. */
+void hpu_recipe_cache_set_limits(size_t entries, size_t bytes);
+/* Host bytes the cached recipes hold (signatures, plans, entries). */
+size_t hpu_recipe_cache_bytes(void);
 
 #endif

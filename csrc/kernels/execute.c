@@ -1,5 +1,6 @@
 /* hpu_node_execute: dispatch a validated node to its kernel; ISA selection. */
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,10 +28,12 @@ hpu_isa_t hpu_kernels_isa(void) {
   if (s >= 0) return (hpu_isa_t)s;
   hpu_isa_t isa = cpu_isa();
   const char *env = getenv("HPU_KERNEL_ISA");
-  if (env) {
+  if (env && *env) {
     hpu_isa_t cap = isa;
     if (!strcmp(env, "generic")) cap = HPU_ISA_GENERIC;
     else if (!strcmp(env, "avx2")) cap = HPU_ISA_AVX2;
+    else if (strcmp(env, "avx512") != 0) /* a misspelt cap must not measure the wrong kernels quietly */
+      fprintf(stderr, "[habana_torch] HPU_KERNEL_ISA=%s is not one of generic, avx2, avx512; not capping\n", env);
     if (cap < isa) isa = cap;
   }
   atomic_store_explicit(&isa_state, (int)isa, memory_order_relaxed);

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "hpu/device.h"
+#include "hpu/env.h"
 #include "hpu/lazy.h"
 #include "runtime/runtime.h"
 #include "runtime/lock.h"
@@ -23,7 +24,7 @@
 #define DEFAULT_CARD_MEMORY ((size_t)16 << 30)
 #define SEGMENT_ALIGN ((size_t)2 << 20)
 
-static hpu_mutex_t init_mu = HPU_MUTEX_INIT(HPU_RANK_LEAF, "runtime init");
+static hpu_mutex_t init_mu = HPU_MUTEX_INIT(HPU_RANK_INIT, "runtime init");
 static atomic_int initialized;  /* 1 once init succeeded (0 again in a forked child) */
 static atomic_int forked;       /* 1 in a child forked after init */
 static int num_cards;           /* physical cards on the host */
@@ -58,19 +59,10 @@ static const char *trim(const char *s, const char **end) {
 }
 
 static hpu_status_t parse_num_cards(int *out) {
-  const char *v = getenv("HPU_NUM_CARDS");
-  *out = DEFAULT_NUM_CARDS;
-  if (!v) return HPU_SUCCESS;
-  const char *end, *s = trim(v, &end);
-  char *stop;
-  errno = 0;
-  long n = strtol(s, &stop, 10);
-  if (s == end || stop != end || errno || n < 0 || n > HPU_MAX_CARDS)
-    return hpu_error(HPU_ERROR_INVALID_ARGUMENT,
-                     "invalid HPU_NUM_CARDS='%s': expected an integer from 0 to %d", v,
-                     HPU_MAX_CARDS);
+  long long n;
+  hpu_status_t st = hpu_env_int("HPU_NUM_CARDS", DEFAULT_NUM_CARDS, 0, HPU_MAX_CARDS, &n);
   *out = (int)n;
-  return HPU_SUCCESS;
+  return st;
 }
 
 /* The visible cards, by physical id, in the order listed: "2,3", "all" or
@@ -132,44 +124,14 @@ static hpu_status_t parse_visible(int cards) {
   return HPU_SUCCESS;
 }
 
-/* Bytes with an optional binary K/M/G/T suffix ("16G", "512M", "64KiB"). */
+/* Bytes with an optional binary K/M/G/T suffix ("16G", "512M", "64KiB"),
+ * at most 2^46 (64 TiB) so that the arena stays mappable. */
 static hpu_status_t parse_card_memory(size_t *out) {
-  const char *v = getenv("HPU_CARD_MEMORY");
-  *out = DEFAULT_CARD_MEMORY;
-  if (!v) return HPU_SUCCESS;
-  const char *end, *s = trim(v, &end);
-  char *stop;
-  errno = 0;
-  unsigned long long n = (s < end && isdigit((unsigned char)*s)) ? strtoull(s, &stop, 10) : 0;
-  int ok = s < end && isdigit((unsigned char)*s) && !errno;
-  unsigned shift = 0;
-  if (ok) {
-    const char *u = stop;
-    if (u < end) {
-      switch (toupper((unsigned char)*u)) {
-        case 'K': shift = 10; break;
-        case 'M': shift = 20; break;
-        case 'G': shift = 30; break;
-        case 'T': shift = 40; break;
-        case 'B': shift = 0; u--; break; /* plain "B" */
-        default: ok = 0;
-      }
-      u++;
-      if (ok && u < end && (*u == 'i' || *u == 'I')) u++;
-      if (ok && u < end && (*u == 'b' || *u == 'B')) u++;
-      if (u != end) ok = 0;
-    }
-  }
-  /* Keep the arena mappable: at most 2^46 bytes (64 TiB). */
-  if (ok && (n == 0 || n > ((1ULL << 46) >> shift))) ok = 0;
-  if (!ok)
-    return hpu_error(HPU_ERROR_INVALID_ARGUMENT,
-                     "invalid HPU_CARD_MEMORY='%s': expected a positive size in bytes, "
-                     "optionally with a K, M, G or T suffix (e.g. 16G)", v);
-  size_t bytes = (size_t)n << shift;
+  unsigned long long bytes;
+  hpu_status_t st = hpu_env_size("HPU_CARD_MEMORY", DEFAULT_CARD_MEMORY, 1, 1ULL << 46, &bytes);
   /* Segments are carved in 2 MiB units: round the capacity up to one. */
-  *out = (bytes + SEGMENT_ALIGN - 1) & ~(SEGMENT_ALIGN - 1);
-  return HPU_SUCCESS;
+  *out = ((size_t)bytes + SEGMENT_ALIGN - 1) & ~(SEGMENT_ALIGN - 1);
+  return st;
 }
 
 hpu_status_t hpu_init(void) {
@@ -183,6 +145,12 @@ hpu_status_t hpu_init(void) {
     st = parse_num_cards(&cards);
     if (st == HPU_SUCCESS) st = parse_visible(cards);
     if (st == HPU_SUCCESS) st = parse_card_memory(&mem);
+    /* The other modules' settings, read lazily where they are used (often
+     * where no error can be returned): a bad value fails here, so the user
+     * gets an error naming it at the first device call. */
+    if (st == HPU_SUCCESS) st = hpu_parallel_configure();
+    if (st == HPU_SUCCESS) st = hpu_lazy_configure();
+    if (st == HPU_SUCCESS) st = hpu_queue_configure();
     if (st == HPU_SUCCESS) {
       num_cards = cards;
       card_memory = mem;

@@ -12,6 +12,9 @@
  *    host may hold them while it waits for that task.
  *
  *   rank  lock                                      file
+ *   1     runtime init (reads the settings below)   runtime/device.c
+ *   2     lazy-mode settings                         graph/lazy.c
+ *   3     recipe disk cache settings                 graph/recipe_disk.c
  *   10    capture state, per card                   graph/capture.c
  *   20    pending lazy graph, per card              graph/lazy.c
  *   30    recipe cache (memory), recipe cache disk,  graph/recipe_cache.c,
@@ -23,8 +26,8 @@
  *   60    the kernel thread pool's running job         runtime/parallel.c
  *   65    the kernel thread pool's state              runtime/parallel.c
  *   70    caching allocator, per card                runtime/allocator.c
- *   80    leaves: generators, events, metrics, graph records' spare list,
- *         runtime init                               runtime/, graph/graph.c
+ *   80    leaves: generators, events, metrics, graph records' spare list
+ *                                                    runtime/, graph/graph.c
  *
  * Two locks of one rank are never held together (per-card locks are taken
  * one card at a time).
@@ -39,6 +42,9 @@
 #include <pthread.h>
 
 enum {
+  HPU_RANK_INIT = 1,
+  HPU_RANK_LAZY_SETTINGS = 2,
+  HPU_RANK_DISK_SETTINGS = 3,
   HPU_RANK_CAPTURE = 10,
   HPU_RANK_LAZY = 20,
   HPU_RANK_RECIPE = 30,

@@ -32,7 +32,7 @@
  * (the prepare handler holds the lock, so its state is consistent); the child
  * starts new threads on demand. */
 #define _GNU_SOURCE
-#include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "hpu/device.h"
+#include "hpu/env.h"
 #include "hpu/parallel.h"
 #include "hpu/status.h"
 #include "runtime/runtime.h"
@@ -105,14 +106,38 @@ static void fork_child(void) {
 }
 static void register_fork(void) { pthread_atfork(fork_prepare, fork_parent, fork_child); }
 
-static int default_threads(void) {
+/* OMP_NUM_THREADS: OpenMP's syntax is a list, one count per nesting level
+ * ("8,2"); the pool is one level, so the first count. Past MAX_THREADS the
+ * pool is capped (the value may be meant for another OpenMP library). */
+static hpu_status_t env_threads(int *out) {
+  *out = 0;
   const char *v = getenv("OMP_NUM_THREADS");
-  if (v && *v) {
-    char *end;
-    errno = 0;
-    long n = strtol(v, &end, 10);
-    if (!errno && end != v && n >= 1) return n > MAX_THREADS ? MAX_THREADS : (int)n;
+  if (!v) return HPU_SUCCESS;
+  char first[64];
+  size_t len = strcspn(v, ",");
+  const char *text = v; /* a first item too long for `first`: the parser says so */
+  if (len < sizeof first) {
+    memcpy(first, v, len);
+    first[len] = 0;
+    text = first;
   }
+  if (text[strspn(text, " \t\n")] == 0) return HPU_SUCCESS; /* blank: unset */
+  long long n;
+  hpu_status_t st = hpu_parse_int("OMP_NUM_THREADS", text, 1, INT_MAX, &n);
+  if (st == HPU_SUCCESS) *out = n > MAX_THREADS ? MAX_THREADS : (int)n;
+  return st;
+}
+
+hpu_status_t hpu_parallel_configure(void) {
+  int n;
+  return env_threads(&n);
+}
+
+static int default_threads(void) {
+  int n;
+  /* A bad value is reported by hpu_init (hpu_parallel_configure); a kernel
+   * run before init (C users) takes the CPU count. */
+  if (env_threads(&n) == HPU_SUCCESS && n > 0) return n;
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   return cpus < 1 ? 1 : cpus > MAX_THREADS ? MAX_THREADS : (int)cpus;
 }

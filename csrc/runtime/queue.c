@@ -35,13 +35,13 @@
  * worker runs is waited for); later enqueues (e.g. from static destructors)
  * run inline on the caller. */
 #define _GNU_SOURCE
-#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "hpu/env.h"
 #include "hpu/metrics.h"
 #include "hpu/parallel.h"
 
@@ -53,6 +53,25 @@
 /* How long a deferred wake waits for the host to run the task itself: a
  * Python step from an op to synchronize takes a few microseconds. */
 #define KICK_DELAY_NS 30000
+
+/* How many tasks a card's queue holds before the host that pushes waits
+ * (HPU_QUEUE_DEPTH, default 1024, as CUDA's launch queue): mark_step and
+ * eager ops return at once, so without a bound a host loop that never
+ * reads a result runs ahead of the card without limit, holding every
+ * queued task's tensors. */
+#define DEFAULT_QUEUE_DEPTH 1024
+static _Atomic long queue_depth = DEFAULT_QUEUE_DEPTH;
+static atomic_int defer_wakes = 1;
+
+hpu_status_t hpu_queue_configure(void) {
+  long long depth, defer;
+  hpu_status_t st = hpu_env_int("HPU_QUEUE_DEPTH", DEFAULT_QUEUE_DEPTH, 1, 1 << 24, &depth);
+  if (st == HPU_SUCCESS) st = hpu_env_int("HPU_QUEUE_DEFER_WAKE", 1, 0, 1, &defer);
+  if (st != HPU_SUCCESS) return st;
+  atomic_store(&queue_depth, (long)depth);
+  atomic_store(&defer_wakes, (int)defer);
+  return HPU_SUCCESS;
+}
 
 typedef struct task {
   hpu_task_fn fn;
@@ -267,16 +286,7 @@ static queue_t *queue_get(int device, int create, hpu_status_t *st) {
 }
 
 /* HPU_QUEUE_DEFER_WAKE=0: every push wakes a sleeping worker itself. */
-static int defer_enabled(void) {
-  static atomic_int enabled = -1; /* read once */
-  int e = atomic_load_explicit(&enabled, memory_order_relaxed);
-  if (e < 0) {
-    const char *v = getenv("HPU_QUEUE_DEFER_WAKE");
-    e = !(v && strcmp(v, "0") == 0);
-    atomic_store_explicit(&enabled, e, memory_order_relaxed);
-  }
-  return e;
-}
+static int defer_enabled(void) { return atomic_load_explicit(&defer_wakes, memory_order_relaxed); }
 
 /* Called with q->mu held by a push that found the worker asleep: leaves the
  * wake to an awake pool worker (see the top of the file) if this is the only
@@ -367,34 +377,6 @@ int hpu_queue_run_deferred(void) {
   return ran;
 }
 
-/* How many tasks a card's queue holds before the host that pushes waits
- * (HPU_QUEUE_DEPTH, default 1024, as CUDA's launch queue): mark_step and
- * eager ops return at once, so without a bound a host loop that never
- * reads a result runs ahead of the card without limit, holding every
- * queued task's tensors. */
-#define DEFAULT_QUEUE_DEPTH 1024
-static hpu_status_t queue_depth(size_t *out) {
-  static _Atomic long depth; /* 0: not read yet */
-  long d = atomic_load_explicit(&depth, memory_order_relaxed);
-  if (!d) {
-    const char *v = getenv("HPU_QUEUE_DEPTH");
-    d = DEFAULT_QUEUE_DEPTH;
-    if (v && *v) {
-      char *end;
-      errno = 0;
-      long n = strtol(v, &end, 10);
-      if (errno || *end || n < 1 || n > (1L << 24))
-        return hpu_error(HPU_ERROR_INVALID_ARGUMENT,
-                         "invalid HPU_QUEUE_DEPTH='%s': expected a whole number from 1 to %ld", v,
-                         1L << 24);
-      d = n;
-    }
-    atomic_store_explicit(&depth, d, memory_order_relaxed);
-  }
-  *out = (size_t)d;
-  return HPU_SUCCESS;
-}
-
 /* Called with q->mu held by a host thread whose push found the ring at its
  * bound: wakes the worker and sleeps until a task finishes. */
 static void wait_for_room(queue_t *q, size_t bound) {
@@ -413,7 +395,7 @@ hpu_status_t hpu_queue_push(int device, hpu_task_fn fn, void *arg, void (*releas
    * ring waits for. */
   size_t bound = 0;
   if (worker_device < 0) {
-    if ((st = queue_depth(&bound)) != HPU_SUCCESS) return st;
+    bound = (size_t)atomic_load_explicit(&queue_depth, memory_order_relaxed);
     hpu_lock_check_may_wait("a push to a card queue");
   }
   queue_t *q = queue_get(device, 1, &st);

@@ -31,6 +31,8 @@ void *hpu_arena_base(const hpu_arena_t *arena);
 size_t hpu_arena_size(const hpu_arena_t *arena);
 
 /* queue.c: the card's in-order hardware queue and its worker thread. */
+/* Reads HPU_QUEUE_DEPTH and HPU_QUEUE_DEFER_WAKE (hpu_init calls it). */
+hpu_status_t hpu_queue_configure(void);
 hpu_status_t hpu_queue_push(int device, hpu_task_fn fn, void *arg, void (*release)(void *));
 /* Runs the task here, now, when the queue is idle (returns 1); else 0. */
 int hpu_queue_run_if_idle(int device, hpu_task_fn fn, void *arg);
@@ -60,6 +62,9 @@ int hpu_queue_deferred_runnable(void);
 int hpu_queue_run_deferred(void);
 /* parallel.c: 1 when a pool worker is awake, and so will run the kicks. */
 int hpu_parallel_worker_awake(void);
+/* parallel.c: checks OMP_NUM_THREADS (for hpu_init: the pool reads it
+ * where it cannot report an error). */
+hpu_status_t hpu_parallel_configure(void);
 
 /* spin.c: bounded busy-waiting for the queue and the pool. Waits up to
  * budget_ns (0 when the process may use a single CPU: spinning there only

@@ -24,7 +24,7 @@ static hcclResult_t allgather_direct(hcclComm_t comm, const hccl_op_t *op, int b
     const hccl_zc_desc_t *z = &comm->shm.ctrl[k].zc[b];
     if (zc) {
       char *src;
-      if ((r = hccl_zc_addr(comm, k, &z->send, &src)) == hcclSuccess) memcpy(dst, src, block);
+      if ((r = hccl_zc_addr(comm, k, &z->send, block, &src)) == hcclSuccess) memcpy(dst, src, block);
     } else {
       r = hccl_cma_read(comm, k, dst, z->send_va, block);
     }

@@ -78,8 +78,9 @@ static hcclResult_t reduce_zc(hcclComm_t comm, const hccl_op_t *op, int root_loc
   for (int k = 0; k < L; k++) {
     const hccl_zc_desc_t *z = &comm->shm.ctrl[k].zc[b];
     recvs[k] = NULL;
-    if ((r = hccl_zc_addr(comm, k, &z->send, &sends[k])) != hcclSuccess) return r;
-    if ((root_local < 0 || root_local == k) && (r = hccl_zc_addr(comm, k, &z->recv, &recvs[k])) != hcclSuccess)
+    if ((r = hccl_zc_addr(comm, k, &z->send, op->count * es, &sends[k])) != hcclSuccess) return r;
+    if ((root_local < 0 || root_local == k) &&
+        (r = hccl_zc_addr(comm, k, &z->recv, op->count * es, &recvs[k])) != hcclSuccess)
       return r;
   }
   char *dst = recvs[root_local < 0 ? me : root_local];
@@ -181,8 +182,8 @@ static hcclResult_t reduce_staged(hcclComm_t comm, const hccl_op_t *op, int root
       hccl_zc_desc_t *z = &comm->shm.ctrl[me].zc[b];
       memset(z, 0, sizeof *z);
       if (!hier) {
-        hccl_zc_describe(send, op->count * es, &z->send);
-        hccl_zc_describe(root_local < 0 || root_local == me ? recv : NULL, op->count * es, &z->recv);
+        hccl_zc_describe(comm, send, op->count * es, &z->send);
+        hccl_zc_describe(comm, root_local < 0 || root_local == me ? recv : NULL, op->count * es, &z->recv);
         z->send_va = (uint64_t)(uintptr_t)send;
         z->recv_va = (uint64_t)(uintptr_t)recv;
         z->cma = hccl_cma_usable(comm);

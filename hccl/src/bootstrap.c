@@ -196,7 +196,9 @@ hcclResult_t hcclGetUniqueId(hcclUniqueId *out) {
     struct sockaddr_in a;
     if ((r = hccl_sock_pick_addr(&a)) != hcclSuccess) return r;
     id.nonce = random_u64();
-    if ((r = hccl_bootstrap_start_root(&a, id.nonce, hccl_default_timeout_ms(), &id.root)) != hcclSuccess) return r;
+    int64_t timeout_ms;
+    if ((r = hccl_default_timeout_ms(&timeout_ms)) != hcclSuccess) return r;
+    if ((r = hccl_bootstrap_start_root(&a, id.nonce, timeout_ms, &id.root)) != hcclSuccess) return r;
   }
   memset(out, 0, sizeof *out);
   memcpy(out->internal, &id, sizeof id);

@@ -16,7 +16,7 @@ static hcclResult_t broadcast_direct(hcclComm_t comm, const hccl_op_t *op, int r
     const hccl_zc_desc_t *z = &comm->shm.ctrl[root].zc[b];
     if (zc) {
       char *src;
-      if ((r = hccl_zc_addr(comm, root, &z->send, &src)) == hcclSuccess) memcpy(op->recvbuff, src, total);
+      if ((r = hccl_zc_addr(comm, root, &z->send, total, &src)) == hcclSuccess) memcpy(op->recvbuff, src, total);
     } else {
       r = hccl_cma_read(comm, root, op->recvbuff, z->send_va, total);
     }

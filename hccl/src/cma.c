@@ -24,7 +24,7 @@ const uint64_t hccl_cma_probe_word = 0x48434d4150524f42ull;  /* "HCMAPROB" */
 bool hccl_cma_usable(hcclComm_t comm) {
   if (comm->cma_state) return comm->cma_state > 0;
   comm->cma_state = -1;
-  if (hccl_env_int("HCCL_CMA", 0) == 0) return false;
+  if (!comm->cma_env) return false;
   for (int i = 0; i < comm->local_n; i++) {
     if (i == comm->local) continue;
     const hccl_shm_ctrl_t *c = &comm->shm.ctrl[i];

@@ -9,9 +9,8 @@
 int hccl_round_next(hcclComm_t comm) { return (int)(comm->round++ & 1u); }
 
 size_t hccl_small_bytes(hcclComm_t comm) {
-  static int64_t env = -2;
-  if (env == -2) env = hccl_env_int("HCCL_SMALL_BYTES", -1);
-  return env >= 0 ? (size_t)env : (comm->local_n <= 2 ? 65536 : 16384);
+  if (comm->small_bytes != UINT64_MAX) return (size_t)comm->small_bytes;
+  return comm->local_n <= 2 ? 65536 : 16384;
 }
 
 void hccl_desc_publish(hcclComm_t comm, const hccl_op_t *op, int b) {

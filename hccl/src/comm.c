@@ -155,9 +155,8 @@ static hcclResult_t build_topology(hcclComm_t comm) {
  * threads' time, and on a shared machine a sleeping rank frees its core so
  * the scheduler can pull the late peer onto it at once. With more ranks
  * than cores: spin 2 us (HCCL_SPIN_US overrides both). */
-static int64_t default_spin_ns(int local_n) {
-  int64_t env = hccl_env_int("HCCL_SPIN_US", -1);
-  if (env >= 0) return env * 1000;
+static int64_t default_spin_ns(int local_n, int64_t env_us) {
+  if (env_us >= 0) return env_us * 1000;
   cpu_set_t set;
   int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : (int)sysconf(_SC_NPROCESSORS_ONLN);
   return local_n <= cpus ? 50000 : 2000;
@@ -177,7 +176,21 @@ hcclResult_t hcclCommInitRankConfig(hcclComm_t *out, int nranks, hcclUniqueId co
   if (id.version != HCCL_PROTO_VERSION)
     return hccl_err(hcclInvalidUsage, "hcclCommInitRank: unique id of protocol version %u, this library speaks %u",
                     id.version, HCCL_PROTO_VERSION);
-  int64_t timeout_ms = hccl_default_timeout_ms();
+  int64_t timeout_ms, spin_us, zero_copy, cma;
+  hcclResult_t r = hccl_default_timeout_ms(&timeout_ms);
+  /* The numeric settings, checked before anything is set up (or any peer
+   * contacted): a bad value fails init with a message naming it. */
+  if (r == hcclSuccess) r = hccl_env_int("HCCL_SPIN_US", -1, 0, 10000000, &spin_us);
+  if (r == hcclSuccess) r = hccl_env_int("HCCL_ZERO_COPY", 1, 0, 1, &zero_copy);
+  if (r == hcclSuccess) r = hccl_env_int("HCCL_CMA", 0, 0, 1, &cma);
+  uint64_t small = UINT64_MAX, slot = 0, mbox = 0;
+  if (r == hcclSuccess) r = hccl_env_size("HCCL_SMALL_BYTES", UINT64_MAX, 0, 1ULL << 40, &small);
+  /* Staging slots and mailboxes: a size of 0 would make the staged loops
+   * endless; at least a page, at most 1 GiB (the shared segment holds two
+   * slots per local rank and two mailboxes per pair of them). */
+  if (r == hcclSuccess) r = hccl_env_size("HCCL_SHM_SLOT_BYTES", 1 << 20, 4096, 1 << 30, &slot);
+  if (r == hcclSuccess) r = hccl_env_size("HCCL_SHM_MBOX_BYTES", 256 << 10, 4096, 1 << 30, &mbox);
+  if (r != hcclSuccess) return r;
   int device = -1;
   if (config && config->size >= offsetof(hcclConfig_t, timeoutMs) + sizeof(int) &&
       config->timeoutMs != HCCL_CONFIG_UNDEF_INT && config->timeoutMs > 0)
@@ -194,7 +207,11 @@ hcclResult_t hcclCommInitRankConfig(hcclComm_t *out, int nranks, hcclUniqueId co
   atomic_store(&comm->timeout_ms, timeout_ms);
   pthread_mutex_init(&comm->lock, NULL);
   pthread_cond_init(&comm->cond, NULL);
-  hcclResult_t r;
+  comm->zero_copy = zero_copy != 0;
+  comm->cma_env = cma != 0;
+  comm->small_bytes = small;
+  comm->shm.slot_bytes = (size_t)slot;
+  comm->shm.mbox_bytes = (size_t)mbox;
   comm->info = calloc((size_t)nranks, sizeof *comm->info);
   comm->sock = malloc(sizeof(int) * (size_t)nranks);
   comm->send_seq = calloc((size_t)nranks, sizeof(uint64_t));
@@ -211,9 +228,9 @@ hcclResult_t hcclCommInitRankConfig(hcclComm_t *out, int nranks, hcclUniqueId co
     int pid = comm->info[comm->local_ranks[i]].pid;
     comm->pidfd[i] = pid == getpid() ? -1 : (int)syscall(SYS_pidfd_open, pid, 0);
   }
-  comm->spin_ns = default_spin_ns(comm->local_n);
+  comm->spin_ns = default_spin_ns(comm->local_n, spin_us);
   /* Across hosts, local waits mostly cover network time: spin little. */
-  if (comm->nhosts > 1 && comm->spin_ns > 5000 && hccl_env_int("HCCL_SPIN_US", -1) < 0) comm->spin_ns = 5000;
+  if (comm->nhosts > 1 && comm->spin_ns > 5000 && spin_us < 0) comm->spin_ns = 5000;
   if ((r = hccl_shm_setup(comm)) != hcclSuccess) goto fail;
   if (comm->nhosts > 1 && (r = hccl_net_setup(comm, hccl_comm_deadline(comm))) != hcclSuccess) goto fail;
   hccl_debug("rank %d/%d: %d hosts, %d local ranks, segment %s", rank, nranks, comm->nhosts, comm->local_n,
@@ -357,7 +374,9 @@ hcclResult_t hcclCommCuDevice(const hcclComm_t comm, int *device) {
 hcclResult_t hcclCommSetTimeout(hcclComm_t comm, int timeout_ms) {
   hcclResult_t r = hccl_comm_check(comm);
   if (r != hcclSuccess) return r;
-  atomic_store(&comm->timeout_ms, timeout_ms > 0 ? (int64_t)timeout_ms : hccl_default_timeout_ms());
+  int64_t t = timeout_ms;
+  if (t <= 0 && (r = hccl_default_timeout_ms(&t)) != hcclSuccess) return r;
+  atomic_store(&comm->timeout_ms, t);
   return hcclSuccess;
 }
 

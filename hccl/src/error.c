@@ -6,6 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "hpu/env.h"
 #include "internal.h"
 
 static _Thread_local char hccl_last_error[512];
@@ -43,23 +44,32 @@ int64_t hccl_now_ns(void) {
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-int64_t hccl_env_int(const char *name, int64_t dflt) {
-  const char *v = getenv(name);
-  if (!v || !*v) return dflt;
-  char *end;
-  long long x = strtoll(v, &end, 0);
-  return end == v ? dflt : (int64_t)x;
+/* The C core's parser (hpu/env.h), its message made this thread's HCCL
+ * error. */
+hcclResult_t hccl_env_int(const char *name, int64_t dflt, int64_t min, int64_t max, int64_t *out) {
+  long long v;
+  if (hpu_env_int(name, dflt, min, max, &v) != HPU_SUCCESS)
+    return hccl_err(hcclInvalidArgument, "%s", hpu_last_error());
+  *out = v;
+  return hcclSuccess;
 }
 
-/* HCCL_TIMEOUT in seconds (fractions allowed), default 1800 as PyTorch's. */
-int64_t hccl_default_timeout_ms(void) {
-  const char *v = getenv("HCCL_TIMEOUT");
-  if (v && *v) {
-    char *end;
-    double s = strtod(v, &end);
-    if (end != v && s > 0) return (int64_t)(s * 1000.0);
-  }
-  return 1800 * 1000;
+hcclResult_t hccl_env_size(const char *name, uint64_t dflt, uint64_t min, uint64_t max, uint64_t *out) {
+  unsigned long long v;
+  if (hpu_env_size(name, dflt, min, max, &v) != HPU_SUCCESS)
+    return hccl_err(hcclInvalidArgument, "%s", hpu_last_error());
+  *out = v;
+  return hcclSuccess;
+}
+
+/* HCCL_TIMEOUT in seconds (fractions allowed), default 1800 as PyTorch's;
+ * at most about 31 years, so that deadlines in ns cannot overflow. */
+hcclResult_t hccl_default_timeout_ms(int64_t *out) {
+  double s;
+  if (hpu_env_double("HCCL_TIMEOUT", 1800, 0.001, 1e9, &s) != HPU_SUCCESS)
+    return hccl_err(hcclInvalidArgument, "%s", hpu_last_error());
+  *out = (int64_t)(s * 1000.0);
+  return hcclSuccess;
 }
 
 const char *hcclGetErrorString(hcclResult_t r) {

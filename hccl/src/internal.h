@@ -23,8 +23,12 @@ hcclResult_t hccl_err(hcclResult_t r, const char *fmt, ...) __attribute__((forma
 void hccl_clear_error(void);
 const char *hccl_thread_error(void);
 int64_t hccl_now_ns(void);
-int64_t hccl_env_int(const char *name, int64_t dflt);
-int64_t hccl_default_timeout_ms(void);
+/* Numeric settings through the C core's one parser (hpu/env.h): a bad
+ * value is hcclInvalidArgument with a message naming the variable, its
+ * value and the allowed range. dflt when unset. */
+hcclResult_t hccl_env_int(const char *name, int64_t dflt, int64_t min, int64_t max, int64_t *out);
+hcclResult_t hccl_env_size(const char *name, uint64_t dflt, uint64_t min, uint64_t max, uint64_t *out);
+hcclResult_t hccl_default_timeout_ms(int64_t *out);
 void hccl_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- unique id (bootstrap.c) ---- */
@@ -194,6 +198,10 @@ struct hcclComm {
   unsigned round;              /* staging round, its parity picks the buffer */
   uint64_t op_seq;
   int64_t spin_ns;             /* how long a wait spins before it sleeps */
+  /* Settings read from the environment at init (a bad value fails init). */
+  bool zero_copy;              /* HCCL_ZERO_COPY (1) */
+  bool cma_env;                /* HCCL_CMA (0) */
+  uint64_t small_bytes;        /* HCCL_SMALL_BYTES; UINT64_MAX: by local ranks */
 
   atomic_int aborted;          /* local abort request (hcclCommAbort) */
   atomic_int failed;           /* an operation failed: comm unusable */
@@ -304,13 +312,16 @@ typedef struct hccl_zc_map {
 } hccl_zc_map_t;
 /* Fills *b for a buffer of `bytes` at p: valid only when it lies in one
  * card arena of this process (and zero-copy is enabled). */
-void hccl_zc_describe(const void *p, size_t bytes, hccl_zc_buf_t *b);
+void hccl_zc_describe(hcclComm_t comm, const void *p, size_t bytes, hccl_zc_buf_t *b);
 /* True when every local rank published valid buffers in round b (need_send,
  * need_recv: which of them the operation reads on that rank; root_local
  * >= 0 limits need_recv to the root). */
 bool hccl_zc_all(hcclComm_t comm, int b, bool need_send, bool need_recv, int root_local);
-/* The address, in this process, of local rank li's buffer. */
-hcclResult_t hccl_zc_addr(hcclComm_t comm, int li, const hccl_zc_buf_t *b, char **out);
+/* The address, in this process, of local rank li's buffer, of which the
+ * caller will touch `bytes`. The descriptor is the peer's word: an offset
+ * and length outside the arena it names fail the collective
+ * (hcclRemoteError), they are never dereferenced. */
+hcclResult_t hccl_zc_addr(hcclComm_t comm, int li, const hccl_zc_buf_t *b, size_t bytes, char **out);
 void hccl_zc_teardown(hcclComm_t comm);
 
 /* Cross-memory attach (cma.c): process_vm_readv/writev between local ranks,

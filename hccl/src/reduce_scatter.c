@@ -19,7 +19,9 @@ static hcclResult_t reducescatter_direct(hcclComm_t comm, const hccl_op_t *op, i
   if (zc) {
     for (int k = 0; k < L; k++) {
       char *base;
-      if ((r = hccl_zc_addr(comm, k, &comm->shm.ctrl[k].zc[b].send, &base)) != hcclSuccess) return r;
+      /* rank k's whole input: L blocks, of which mine is read */
+      if ((r = hccl_zc_addr(comm, k, &comm->shm.ctrl[k].zc[b].send, (size_t)L * op->count * es, &base)) != hcclSuccess)
+        return r;
       srcs[k] = base + mine;
     }
     hccl_reduce_n(recv, srcs, L, op->count, op->dtype, op->redop);

@@ -26,12 +26,10 @@ static bool pid_alive(hcclComm_t comm, int li) {
 hcclResult_t hccl_shm_setup(hcclComm_t comm) {
   hccl_shm_t *s = &comm->shm;
   const int L = comm->local_n;
-  size_t slot = (size_t)hccl_env_int("HCCL_SHM_SLOT_BYTES", 1 << 20);
-  size_t mbox = (size_t)hccl_env_int("HCCL_SHM_MBOX_BYTES", 256 << 10);
-  if (slot < 4096) slot = 4096;
-  if (mbox < 4096) mbox = 4096;
-  slot = align_up(slot, 4096);
-  mbox = align_up(mbox, 4096);
+  /* As init read them (HCCL_SHM_SLOT_BYTES, HCCL_SHM_MBOX_BYTES). */
+  size_t slot = align_up(s->slot_bytes, 4096);
+  size_t mbox = align_up(s->mbox_bytes, 4096);
+  hcclResult_t r = hcclSuccess;
   size_t ctrl_off = align_up(sizeof(hccl_shm_header_t), 4096);
   size_t mbox_off = align_up(ctrl_off + sizeof(hccl_shm_ctrl_t) * (size_t)L, 4096);
   size_t slot_off = align_up(mbox_off + sizeof(hccl_shm_mbox_t) * (size_t)L * (size_t)L, 4096);
@@ -39,7 +37,6 @@ hcclResult_t hccl_shm_setup(hcclComm_t comm) {
   size_t total = mdat_off + (size_t)L * (size_t)L * 2 * mbox;
   snprintf(s->name, sizeof s->name, "/hccl-%016llx-%d", (unsigned long long)comm->session, comm->host);
   int64_t deadline = hccl_comm_deadline(comm);
-  hcclResult_t r = hcclSuccess;
   int fd = -1;
   void *base = MAP_FAILED;
 

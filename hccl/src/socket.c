@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "hpu/env.h"
 #include "internal.h"
 
 const char *hccl_addr_str(const struct sockaddr_in *a, char *buf, size_t len) {
@@ -65,9 +66,9 @@ hcclResult_t hccl_sock_parse(const char *hp, struct sockaddr_in *addr) {
     return hccl_err(hcclInvalidArgument, "bad address '%s' (expected host:port)", hp);
   memcpy(host, hp, (size_t)(colon - hp));
   host[colon - hp] = 0;
-  char *end;
-  long port = strtol(colon + 1, &end, 10);
-  if (*end || port <= 0 || port > 65535) return hccl_err(hcclInvalidArgument, "bad port in '%s'", hp);
+  long long port;
+  if (hpu_parse_int("port", colon + 1, 1, 65535, &port) != HPU_SUCCESS)
+    return hccl_err(hcclInvalidArgument, "bad port in '%s': %s", hp, hpu_last_error());
   memset(addr, 0, sizeof *addr);
   addr->sin_family = AF_INET;
   addr->sin_port = htons((uint16_t)port);

@@ -33,12 +33,6 @@ static struct {
 } own[ZC_CARDS];
 static pthread_mutex_t own_mu = PTHREAD_MUTEX_INITIALIZER;
 
-static bool zc_enabled(void) {
-  static int env = -2;
-  if (env == -2) env = (int)hccl_env_int("HCCL_ZERO_COPY", 1);
-  return env != 0;
-}
-
 static bool own_arena(int dev, int *fd, uint64_t *ino, char **base, size_t *bytes) {
   if (dev < 0 || dev >= ZC_CARDS) return false;
   pthread_mutex_lock(&own_mu);
@@ -63,9 +57,9 @@ static bool own_arena(int dev, int *fd, uint64_t *ino, char **base, size_t *byte
   return ok;
 }
 
-void hccl_zc_describe(const void *p, size_t bytes, hccl_zc_buf_t *b) {
+void hccl_zc_describe(hcclComm_t comm, const void *p, size_t bytes, hccl_zc_buf_t *b) {
   memset(b, 0, sizeof *b);
-  if (!p || !zc_enabled()) return;
+  if (!p || !comm->zero_copy) return;
   int dev = -1, fd;
   uint64_t ino;
   char *base;
@@ -108,19 +102,36 @@ static hcclResult_t map_peer(hcclComm_t comm, int li, const hccl_zc_buf_t *b, hc
   return hcclSuccess;
 }
 
-hcclResult_t hccl_zc_addr(hcclComm_t comm, int li, const hccl_zc_buf_t *b, char **out) {
+/* The descriptor's range [off, off + bytes) must lie in the `size` bytes
+ * mapped: the control block is shared memory any local rank (or a bug in
+ * one) can write, so its offset is checked before it becomes an address. */
+static hcclResult_t in_arena(hcclComm_t comm, int li, const hccl_zc_buf_t *b, size_t bytes, size_t size) {
+  if (b->off <= size && bytes <= size - b->off) return hcclSuccess;
+  return hccl_err(hcclRemoteError,
+                  "zero-copy: rank %d published a buffer at offset %llu of its card memory, %zu bytes of which "
+                  "were to be read, but that memory has %zu bytes: refusing to access it (a corrupt or "
+                  "foreign control block; HCCL_ZERO_COPY=0 disables zero-copy)",
+                  comm->local_ranks[li], (unsigned long long)b->off, bytes, size);
+}
+
+hcclResult_t hccl_zc_addr(hcclComm_t comm, int li, const hccl_zc_buf_t *b, size_t bytes, char **out) {
   if (li == comm->local) {
     /* My own buffer: the arena's address in this process. Only arenas
      * hccl_zc_describe already looked up are searched (looking up another
      * card would create its arena). */
     char *base = NULL;
+    size_t size = 0;
     pthread_mutex_lock(&own_mu);
     for (int dev = 0; dev < ZC_CARDS && !base; dev++)
-      if (own[dev].state == 1 && own[dev].ino == b->ino) base = own[dev].base;
+      if (own[dev].state == 1 && own[dev].ino == b->ino) {
+        base = own[dev].base;
+        size = own[dev].bytes;
+      }
     pthread_mutex_unlock(&own_mu);
     if (!base) return hccl_err(hcclInternalError, "zero-copy: my own buffer's arena is unknown");
-    *out = base + b->off;
-    return hcclSuccess;
+    hcclResult_t r = in_arena(comm, li, b, bytes, size);
+    if (r == hcclSuccess) *out = base + b->off;
+    return r;
   }
   if (!comm->zc_maps) {
     comm->zc_maps = calloc((size_t)comm->local_n * HCCL_ZC_MAPS, sizeof(hccl_zc_map_t));
@@ -130,8 +141,9 @@ hcclResult_t hccl_zc_addr(hcclComm_t comm, int li, const hccl_zc_buf_t *b, char 
   int slot = -1;
   for (int k = 0; k < HCCL_ZC_MAPS; k++) {
     if (maps[k].base && maps[k].ino == b->ino && maps[k].bytes == b->arena_bytes) {
-      *out = maps[k].base + b->off;
-      return hcclSuccess;
+      hcclResult_t r = in_arena(comm, li, b, bytes, maps[k].bytes);
+      if (r == hcclSuccess) *out = maps[k].base + b->off;
+      return r;
     }
     if (!maps[k].base && slot < 0) slot = k;
   }
@@ -141,9 +153,9 @@ hcclResult_t hccl_zc_addr(hcclComm_t comm, int li, const hccl_zc_buf_t *b, char 
     slot = 0;
   }
   hcclResult_t r = map_peer(comm, li, b, &maps[slot]);
-  if (r != hcclSuccess) return r;
-  *out = maps[slot].base + b->off;
-  return hcclSuccess;
+  if (r == hcclSuccess) r = in_arena(comm, li, b, bytes, maps[slot].bytes);
+  if (r == hcclSuccess) *out = maps[slot].base + b->off;
+  return r;
 }
 
 void hccl_zc_teardown(hcclComm_t comm) {
@@ -156,7 +168,7 @@ void hccl_zc_teardown(hcclComm_t comm) {
 
 bool hccl_zc_offer_send(hcclComm_t comm, int b, const void *buf, size_t bytes) {
   hccl_zc_desc_t *z = &comm->shm.ctrl[comm->local].zc[b];
-  hccl_zc_describe(buf, bytes, &z->send);
+  hccl_zc_describe(comm, buf, bytes, &z->send);
   z->send_va = (uint64_t)(uintptr_t)buf;
   z->cma = hccl_cma_usable(comm);
   return z->send.valid || z->cma;

@@ -7,10 +7,11 @@
  * cache; a miss compiles a recipe and, when the previous graph on the card
  * had the same ops, records why it recompiled (which shape changed).
  *
- * Environment (read once at first use):
+ * Environment (read once, checked by hpu_init):
  *   PT_HPU_LAZY_MODE          1 = lazy (the default, as in Gaudi's lazy releases), 0 = eager
  *   PT_HPU_MAX_GRAPH_NODES    flush when a pending graph reaches this size (2048)
  *   PT_HPU_RECIPE_CACHE_SIZE  recipes kept (LRU, 1024)
+ *   PT_HPU_RECIPE_CACHE_BYTES host bytes the kept recipes may hold (LRU, 256M)
  *   PT_HPU_RECIPE_CACHE_CONFIG  dir[,delete at start,max MB]: recipes also
  *                             persisted on disk and reused by later processes
  *   PT_HPU_LOG_GRAPH_COMPILE  1 = print each compilation and its reason to stderr
@@ -29,6 +30,10 @@
 extern "C" {
 #endif
 
+/* Reads the settings above (and PT_HPU_RECIPE_CACHE_BYTES) once they are
+ * valid; a bad value is an error naming it. hpu_init calls it; until it
+ * succeeds the getters use the defaults. */
+hpu_status_t hpu_lazy_configure(void);
 int hpu_lazy_enabled(void);
 void hpu_lazy_set_enabled(int enabled);
 

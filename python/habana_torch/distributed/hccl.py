@@ -17,8 +17,10 @@ is held by one process at a time: the backend (and
 ``initialize_distributed_hpu``) takes an exclusive lock on the card and a
 second process asking for it gets an error naming the holder. The lock is a
 ``flock`` on ``$PT_HPU_CARD_LOCK_DIR/habana_torch-card-<physical id>.lock``
-(default directory: the system temp dir), released when the process exits,
-whatever way it exits. ``PT_HPU_SHARE_CARDS=1`` lets processes share cards
+(default directory: ``habana_torch-<uid>`` in the system temp dir, private
+to the user: created 0700, refused if it is a symbolic link or belongs to
+someone else), released when the process exits, whatever way it exits. The
+lock file is opened without following symbolic links and created 0600. ``PT_HPU_SHARE_CARDS=1`` lets processes share cards
 (test runners, notebooks). Plain single-process use of ``hpu`` takes no lock.
 
 The process-group timeout (``init_process_group(timeout=...)``) becomes
@@ -29,6 +31,7 @@ import datetime
 import errno
 import fcntl
 import os
+import stat
 import tempfile
 
 import torch
@@ -65,6 +68,47 @@ def _map_launcher_env():
         env.setdefault("MASTER_PORT", "12355")
 
 
+def _lock_dir():
+    """PT_HPU_CARD_LOCK_DIR (created 0700 if missing), else a per-user
+    directory in the temp dir: a shared, predictable path there would let
+    another user plant the lock files (or links in their place)."""
+    chosen = os.environ.get("PT_HPU_CARD_LOCK_DIR")
+    if chosen:
+        os.makedirs(chosen, mode=0o700, exist_ok=True)
+        return chosen
+    uid = os.getuid()
+    path = os.path.join(tempfile.gettempdir(), f"habana_torch-{uid}")
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode) or st.st_uid != uid:
+        what = "a symbolic link" if stat.S_ISLNK(st.st_mode) else (
+            "not a directory" if not stat.S_ISDIR(st.st_mode) else f"owned by uid {st.st_uid}")
+        raise RuntimeError(
+            f"card lock directory {path} is {what}, not a private directory of uid {uid}: refusing "
+            f"to use it. Remove it, or set PT_HPU_CARD_LOCK_DIR to a directory of your own")
+    if st.st_mode & 0o077:
+        os.chmod(path, 0o700)  # ours, but opened up: only we may create locks in it
+    return path
+
+
+def _open_lock_file(path):
+    """The lock file, opened read-write without following a symbolic link
+    (created 0600)."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise RuntimeError(f"card lock file {path} is a symbolic link: refusing to follow it") from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise RuntimeError(f"card lock file {path} is not a regular file: refusing it")
+    return os.fdopen(fd, "r+")
+
+
 def acquire_card(device=None):
     """Takes the card behind ``hpu:device`` for this process (see the module doc).
 
@@ -79,10 +123,8 @@ def acquire_card(device=None):
     physical = int(_C._device_properties(device)[1])
     if _env_flag("PT_HPU_SHARE_CARDS") or physical in _held_cards:
         return physical
-    lock_dir = os.environ.get("PT_HPU_CARD_LOCK_DIR") or tempfile.gettempdir()
-    os.makedirs(lock_dir, exist_ok=True)
-    path = os.path.join(lock_dir, f"habana_torch-card-{physical}.lock")
-    f = open(path, "a+")
+    path = os.path.join(_lock_dir(), f"habana_torch-card-{physical}.lock")
+    f = _open_lock_file(path)
     try:
         fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as e:

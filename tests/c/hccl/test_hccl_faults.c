@@ -333,6 +333,101 @@ static void test_stream_async_error(void) {
   expect_codes("stream_async_error", 2, codes, want);
 }
 
+/* ---- a peer publishing a zero-copy offset outside its card memory ---- */
+/* Rank 1 plays its part of an allgather's first round by hand (as the
+ * library does) but publishes its send buffer at a bad offset: past the
+ * end of its arena (first call, a fresh mapping) or near its end so that
+ * offset + length overflows it (after a good allgather, the mapping
+ * cached). Rank 0, in a normal allgather, must fail with an error naming
+ * the offset instead of reading out of bounds; rank 1 then sees the
+ * communicator failed. */
+static int zc_offset_after_good_call; /* which case run_ranks runs */
+
+static int zc_bad_offset(int rank, int n, hcclUniqueId id) {
+  hcclComm_t c = init(rank, n, id, 20000);
+  const size_t count = 1u << 20; /* 4 MiB per rank: past the small-message path */
+  float *send = NULL, *recv = NULL;
+  if (hpu_init() != HPU_SUCCESS || hpu_malloc(0, count * sizeof(float), (void **)&send) != HPU_SUCCESS ||
+      hpu_malloc(0, (size_t)n * count * sizeof(float), (void **)&recv) != HPU_SUCCESS)
+    return SETUP_FAILED;
+  for (size_t i = 0; i < count; i++) send[i] = (float)(rank * 1000 + (int)(i % 1000));
+  if (zc_offset_after_good_call) {
+    if (hcclAllGather(send, recv, count, hcclFloat32, c, NULL) != hcclSuccess) return SETUP_FAILED;
+    for (int k = 0; k < n; k++)
+      if (recv[(size_t)k * count + 999] != (float)(k * 1000 + 999)) return WRONG_DATA;
+  }
+  hcclResult_t r;
+  double t0 = now_s();
+  if (rank == 0) {
+    r = hcclAllGather(send, recv, count, hcclFloat32, c, NULL);
+    int v = survivor_verdict("zc-offset", rank, r, now_s() - t0, 5.0, c);
+    if (v == OK && !strstr(hcclGetLastError(c), "offset")) v = WRONG_DATA;
+    hcclCommDestroy(c);
+    return v;
+  }
+  hccl_op_t op = {HCCL_K_ALLGATHER, send, recv, count, hcclFloat32, hcclSum, 0};
+  int b = hccl_round_next(c);
+  hccl_desc_publish(c, &op, b);
+  hccl_zc_desc_t *z = &c->shm.ctrl[c->local].zc[b];
+  memset(z, 0, sizeof *z);
+  if (!hccl_zc_offer_send(c, b, send, count * sizeof(float)) || !z->send.valid) return SETUP_FAILED;
+  z->send.off = zc_offset_after_good_call ? z->send.arena_bytes - 16 : 1ull << 50;
+  hccl_post(c);
+  r = hccl_wait_all_posted(c, "allgather");           /* rank 0 posted its round */
+  if (r == hcclSuccess) {
+    hccl_post(c);                                     /* the closing barrier, which rank 0 never reaches */
+    r = hccl_wait_all_posted(c, "allgather (closing)");
+  }
+  int v = survivor_verdict("zc-offset", rank, r, now_s() - t0, 5.0, c);
+  hcclCommDestroy(c);
+  return v;
+}
+
+static void test_zc_offset_out_of_range(void) {
+  int codes[2], want[2] = {OK, OK};
+  zc_offset_after_good_call = 0;
+  run_ranks(2, zc_bad_offset, codes, 30);
+  expect_codes("zc_offset_past_arena", 2, codes, want);
+  zc_offset_after_good_call = 1;
+  run_ranks(2, zc_bad_offset, codes, 30);
+  expect_codes("zc_offset_plus_length_past_arena", 2, codes, want);
+}
+
+/* ---- bad numeric settings fail init, naming them ---- */
+static const char *bad_setting[][2] = {
+    {"HCCL_SHM_SLOT_BYTES", "-1"}, /* was a slot of 0 bytes: every staged loop endless */
+    {"HCCL_SHM_SLOT_BYTES", "100"},   {"HCCL_SHM_MBOX_BYTES", "abc"}, {"HCCL_SMALL_BYTES", "1x"},
+    {"HCCL_SPIN_US", "-5"},           {"HCCL_ZERO_COPY", "2"},        {"HCCL_CMA", "on"},
+    {"HCCL_TIMEOUT", "soon"},
+};
+static int bad_setting_case;
+
+static int init_with_bad_setting(int rank, int n, hcclUniqueId id) {
+  const char *name = bad_setting[bad_setting_case][0], *value = bad_setting[bad_setting_case][1];
+  setenv(name, value, 1);
+  hcclComm_t c = NULL;
+  double t0 = now_s();
+  hcclResult_t r = hcclCommInitRank(&c, n, id, rank);
+  char quoted[64];
+  snprintf(quoted, sizeof quoted, "%s='%s'", name, value);
+  if (r == hcclSuccess) {
+    fprintf(stderr, "  %s: init succeeded\n", quoted);
+    hcclCommDestroy(c);
+    return UNEXPECTED_SUCCESS;
+  }
+  int named = r == hcclInvalidArgument && strstr(hcclGetLastError(NULL), quoted) != NULL;
+  if (!named) fprintf(stderr, "  %s: %s: %s\n", quoted, hcclGetErrorString(r), hcclGetLastError(NULL));
+  return !named ? WRONG_DATA : now_s() - t0 < 2.0 ? OK : TOO_SLOW;
+}
+
+static void test_bad_settings(void) {
+  for (bad_setting_case = 0; bad_setting_case < (int)(sizeof bad_setting / sizeof bad_setting[0]); bad_setting_case++) {
+    int codes[1], want[1] = {OK};
+    run_ranks(1, init_with_bad_setting, codes, 20);
+    expect_codes(bad_setting[bad_setting_case][0], 1, codes, want);
+  }
+}
+
 /* ---- abort from another thread ---- */
 static void *aborter(void *arg) {
   usleep(300000);
@@ -429,6 +524,8 @@ int main(void) {
   CU_add_test(s, "abort_from_thread", test_abort_from_thread);
   CU_add_test(s, "stream_async_error", test_stream_async_error);
   CU_add_test(s, "foreign_peer", test_foreign_peer);
+  CU_add_test(s, "bad_settings", test_bad_settings);
+  CU_add_test(s, "zc_offset_out_of_range", test_zc_offset_out_of_range);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
