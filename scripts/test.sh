@@ -22,6 +22,9 @@ cmake -S . -B "$TBUILD" -DHPU_BUILD_EXTENSION=OFF -DHPU_BUILD_TESTS=ON -DHPU_TSA
 cmake --build "$TBUILD" -j "$JOBS" >/dev/null
 TSAN_SUPP="$PWD/tests/c/tsan.supp"
 (cd "$TBUILD" && TSAN_OPTIONS="halt_on_error=1 suppressions=$TSAN_SUPP" ctest --output-on-failure)
+# One process driving four cards' queues and HCCL's zero-copy path between them.
+cmake --build "$TBUILD" -j "$JOBS" --target test_hccl_initall >/dev/null
+TSAN_OPTIONS="halt_on_error=1 suppressions=$TSAN_SUPP" "$TBUILD/tests/c/hccl/test_hccl_initall" | tail -4
 
 echo "== HCCL tests (mpirun on a Release build; leak checks on the ASan build)"
 HCCL_ASAN_BUILD="$CBUILD" bash scripts/test_hccl.sh build/hccl

@@ -1,5 +1,6 @@
 /* Result strings, the per-thread error text, environment helpers. */
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,9 +28,13 @@ void hccl_clear_error(void) { hccl_last_error[0] = 0; }
 const char *hccl_thread_error(void) { return hccl_last_error; }
 
 void hccl_debug(const char *fmt, ...) {
-  static int on = -1;
-  if (on < 0) on = getenv("HCCL_DEBUG") != NULL;
-  if (!on) return;
+  static atomic_int on = -1; /* read once; several threads may log at once */
+  int v = atomic_load_explicit(&on, memory_order_relaxed);
+  if (v < 0) {
+    v = getenv("HCCL_DEBUG") != NULL;
+    atomic_store_explicit(&on, v, memory_order_relaxed);
+  }
+  if (!v) return;
   char buf[512];
   va_list ap;
   va_start(ap, fmt);
