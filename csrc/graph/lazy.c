@@ -157,18 +157,29 @@ static void compile_or_hit(int device, pending_t *p, hpu_graph_t *g) {
     return;
   }
   hpu_plan_t *plan = NULL;
-  if (hpu_recipe_cache_lookup(&sig, &plan)) {
+  int stale = 0;
+  if (hpu_recipe_cache_lookup(&sig, nodes, n, dead, &plan, &stale)) {
     hpu_metric_add("recipe_cache_hit", 1);
     remember(p, &sig);
   } else {
     hpu_metric_add("recipe_cache_miss", 1);
     hpu_plan_t *compiled = NULL;
-    int from_disk = hpu_recipe_disk_load(&sig, nodes, dead, &compiled);
+    /* A plan of another aliasing is what the disk would hold too (one file
+     * a signature), and its check would refuse it as if it were damaged. */
+    int from_disk = !stale && hpu_recipe_disk_load(&sig, nodes, dead, &compiled);
     if (!from_disk) {
       hpu_metric_add("graph_compilation", 1);
       char why[512];
       const hpu_signature_t *before = &p->prev[p->position % PREV_SLOTS];
-      hpu_signature_explain(before->len ? before : NULL, &sig, nodes, why, sizeof why);
+      if (stale) {
+        hpu_metric_add("recipe_cache_alias_miss", 1);
+        snprintf(why, sizeof why,
+                 "a graph of these shapes ran before, but its operands alias differently "
+                 "(views, in-place ops or reused blocks overlap otherwise), so its fused plan "
+                 "does not apply");
+      } else {
+        hpu_signature_explain(before->len ? before : NULL, &sig, nodes, why, sizeof why);
+      }
       note_reason(device, why);
       compiled = hpu_plan_build(nodes, n, dead);
       dump_if_asked(device, nodes, n, compiled, dead, sig.hash);

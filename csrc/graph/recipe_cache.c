@@ -87,17 +87,23 @@ static void evict_for(size_t extra) {
   }
 }
 
-int hpu_recipe_cache_lookup(const hpu_signature_t *sig, hpu_plan_t **plan) {
+int hpu_recipe_cache_lookup(const hpu_signature_t *sig, const hpu_node_t *nodes, int n,
+                            const uint8_t *dead, hpu_plan_t **plan, int *stale) {
   *plan = NULL;
+  if (stale) *stale = 0;
   hpu_mutex_lock(&mu);
   for (entry_t *e = buckets[sig->hash % NBUCKETS]; e; e = e->chain) {
-    if (hpu_signature_equal(&e->sig, sig)) {
-      lru_unlink(e);
-      lru_push_front(e);
-      if (e->plan) *plan = hpu_plan_copy(e->plan);
-      hpu_mutex_unlock(&mu);
-      return 1;
+    if (!hpu_signature_equal(&e->sig, sig)) continue;
+    /* No plan means node by node, which is right whatever the aliasing. */
+    if (e->plan && nodes && !hpu_plan_check(e->plan, nodes, n, dead, NULL, 0)) {
+      if (stale) *stale = 1;
+      continue;
     }
+    lru_unlink(e);
+    lru_push_front(e);
+    if (e->plan) *plan = hpu_plan_copy(e->plan);
+    hpu_mutex_unlock(&mu);
+    return 1;
   }
   hpu_mutex_unlock(&mu);
   return 0;

@@ -8,8 +8,17 @@
 
 /* Looks the signature up; on a hit returns 1, marks the recipe most
  * recently used and sets *plan to a copy of its plan (NULL: none). On a miss
- * returns 0 and leaves *plan NULL. The signature stays the caller's. */
-int hpu_recipe_cache_lookup(const hpu_signature_t *sig, hpu_plan_t **plan);
+ * returns 0 and leaves *plan NULL. The signature stays the caller's.
+ *
+ * The signature holds no addresses, but the plan depends on how the
+ * graph's operands overlap in memory (views, in-place ops, blocks the
+ * allocator reused within the graph). So when nodes is not NULL, a cached
+ * fused plan counts only if hpu_plan_check finds it is the plan this graph
+ * would compile to; several plans may be kept under one signature, one per
+ * aliasing seen. *stale (may be NULL) is set when the signature was found
+ * but none of its plans fits, for the recompile reason. */
+int hpu_recipe_cache_lookup(const hpu_signature_t *sig, const hpu_node_t *nodes, int n,
+                            const uint8_t *dead, hpu_plan_t **plan, int *stale);
 /* Inserts a compiled recipe, taking ownership of sig's words and of plan
  * (may be NULL), evicting the least recently used past capacity. */
 void hpu_recipe_cache_insert(hpu_signature_t *sig, hpu_plan_t *plan);

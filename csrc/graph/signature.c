@@ -1,7 +1,10 @@
 /* Graph signatures: the recipe cache's key. Addresses, data and scalar
  * values never enter it, so a training step with a new learning rate or
- * new batch data replays the same recipe; shapes, strides, dtypes, the
- * dataflow between nodes and how operands alias one another do. */
+ * new batch data replays the same recipe; shapes, strides, dtypes and the
+ * dataflow between nodes do. How operands overlap in memory is not in it
+ * (the allocator reuses blocks differently from step to step): a cached
+ * plan is checked against the graph's real overlaps on every hit
+ * (recipe_cache.c). */
 #include "graph/signature.h"
 
 #include "graph/ptrmap.h"
@@ -108,50 +111,6 @@ static uint64_t hash_words(const int64_t *w, size_t n) {
   return h;
 }
 
-/* How the operands alias: the fusion planner decides from real address
- * overlaps (an operand may overlap a member's output only as the same
- * view, a store may be dropped only if nothing outside reads it), so two
- * graphs of the same shapes whose operands overlap differently must not
- * share a plan. Operands of different storages never overlap, so the
- * relation is fixed by each operand's storage, numbered by first
- * appearance, and its byte offset in it: two words per operand, after the
- * nodes. A training step allocates anew each time, but its views sit at
- * the same offsets of their storages, so steps still hit. */
-static int push_aliasing(hpu_signature_t *s, const hpu_node_t *nodes, int n) {
-  int32_t operands = 0;
-  for (int i = 0; i < n; i++) operands += nodes[i].num_inputs + nodes[i].num_outputs;
-  size_t need = 1 + 2 * (size_t)operands;
-  if (s->cap - s->len < need) {
-    int64_t *grown = realloc(s->words, (s->len + need) * sizeof *grown);
-    if (!grown) return 0;
-    s->words = grown;
-    s->cap = s->len + need;
-  }
-  hpu_ptrmap_t storages;
-  if (!hpu_ptrmap_init(&storages, operands > 0 ? operands : 1, operands > 0 ? operands : 1)) return 0;
-  push(s, -1); /* marks the section, so it cannot read as a node */
-  int32_t seen = 0;
-  for (int i = 0; i < n; i++) {
-    const hpu_node_t *node = &nodes[i];
-    for (int k = 0; k < node->num_inputs + node->num_outputs; k++) {
-      const hpu_tensor_t *t = k < node->num_inputs ? &node->inputs[k] : &node->outputs[k - node->num_inputs];
-      int64_t id = -1;
-      if (t->storage) {
-        int32_t first = hpu_ptrmap_head(&storages, t->storage);
-        if (first < 0) {
-          first = seen++;
-          hpu_ptrmap_push(&storages, t->storage, first);
-        }
-        id = first;
-      }
-      push(s, id);
-      push(s, t->offset);
-    }
-  }
-  hpu_ptrmap_free(&storages);
-  return 1;
-}
-
 int hpu_signature_build(hpu_signature_t *s, const hpu_node_t *nodes, int n,
                         const uint8_t *dead) {
   memset(s, 0, sizeof *s);
@@ -177,7 +136,6 @@ int hpu_signature_build(hpu_signature_t *s, const hpu_node_t *nodes, int n,
     push_params(s, node);
   }
   hpu_ptrmap_free(&outs);
-  if (ok) ok = push_aliasing(s, nodes, n);
   if (!ok) {
     hpu_signature_free(s);
     return 0;
@@ -295,10 +253,6 @@ void hpu_signature_explain(const hpu_signature_t *prev, const hpu_signature_t *c
   }
   if (prev->num_nodes != cur->num_nodes)
     snprintf(buf, len, "the graph shrank from %d to %d nodes", prev->num_nodes, cur->num_nodes);
-  else if (prev->len != cur->len || memcmp(prev->words, cur->words, cur->len * sizeof(int64_t)) != 0)
-    snprintf(buf, len,
-             "same shapes as the previous graph, but its operands alias differently (views or "
-             "in-place ops on other parts of one tensor)");
   else
     snprintf(buf, len, "same structure as the previous graph, evicted from the recipe cache");
 }

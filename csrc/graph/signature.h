@@ -17,10 +17,8 @@ typedef struct hpu_signature {
 /* Builds the signature of nodes[0..n): op codes, operand counts, dtypes,
  * shapes, strides, for each input the node that produced it in this graph
  * (exact same view) or "external", scalar kinds (not values) and integer
- * params, which outputs are dead after the graph (dead[i], may be NULL:
- * the fusion plan depends on it), and how operands alias (each operand's
- * storage, numbered by first appearance, and byte offset). Returns 0 on
- * host out-of-memory. */
+ * params, and which outputs are dead after the graph (dead[i], may be NULL:
+ * the fusion plan depends on it). Returns 0 on host out-of-memory. */
 int hpu_signature_build(hpu_signature_t *sig, const hpu_node_t *nodes, int n,
                         const uint8_t *dead);
 void hpu_signature_free(hpu_signature_t *sig);

@@ -29,7 +29,7 @@ static hpu_signature_t key(uint64_t id, size_t words) {
 static int cached(uint64_t id, size_t words) {
   hpu_signature_t s = key(id, words);
   hpu_plan_t *plan = NULL;
-  int hit = hpu_recipe_cache_lookup(&s, &plan);
+  int hit = hpu_recipe_cache_lookup(&s, NULL, 0, NULL, &plan, NULL);
   hpu_plan_free(plan);
   hpu_signature_free(&s);
   return hit;

@@ -217,7 +217,15 @@ def test_visible_modules_env():
     r = run_python(code, env={"HABANA_VISIBLE_MODULES": "6", "HABANA_VISIBLE_DEVICES": "2,3", "HPU_NUM_CARDS": "8"})
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "1 [6]"
-    r = run_python(code, env={"HABANA_VISIBLE_MODULES": "0,9", "HPU_NUM_CARDS": "8"})
+    # A bad list: no card is available (as torch.cuda with a bad environment),
+    # and using one says which variable is wrong.
+    bad = """
+        import torch, habana_torch
+        print(torch.hpu.device_count())
+        torch.empty(1, device="hpu")
+    """
+    r = run_python(bad, env={"HABANA_VISIBLE_MODULES": "0,9", "HPU_NUM_CARDS": "8"})
+    assert r.stdout.strip() == "0", r.stdout
     assert r.returncode != 0 and "HABANA_VISIBLE_MODULES='0,9'" in r.stderr, r.stderr
 
 
