@@ -158,7 +158,10 @@ static void compile_or_hit(int device, pending_t *p, hpu_graph_t *g) {
   }
   hpu_plan_t *plan = NULL;
   int stale = 0;
-  if (hpu_recipe_cache_lookup(&sig, nodes, n, dead, &plan, &stale)) {
+  double t_lookup = now_us();
+  int hit = hpu_recipe_cache_lookup(&sig, nodes, n, dead, &plan, &stale);
+  hpu_metric_add("recipe_cache_lookup_us", (int64_t)(now_us() - t_lookup)); /* with the plan check */
+  if (hit) {
     hpu_metric_add("recipe_cache_hit", 1);
     remember(p, &sig);
   } else {

@@ -16,7 +16,9 @@
  *                             persisted on disk and reused by later processes
  *   PT_HPU_LOG_GRAPH_COMPILE  1 = print each compilation and its reason to stderr
  * Counters (hpu/metrics.h): graph_compilation, graph_compilation_us,
- * recipe_cache_hit, recipe_cache_miss, recipe_cache_evict, graph_launch,
+ * recipe_cache_hit, recipe_cache_miss, recipe_cache_evict,
+ * recipe_cache_alias_miss (a cached plan of another aliasing), the time of
+ * the lookups with their plan checks (recipe_cache_lookup_us), graph_launch,
  * graph_nodes. */
 #ifndef HPU_LAZY_H
 #define HPU_LAZY_H

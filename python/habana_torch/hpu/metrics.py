@@ -64,6 +64,11 @@ def _compile_stats():
 def _cache_stats():
     return [("Hits", _counter("recipe_cache_hit")), ("Misses", _counter("recipe_cache_miss")),
             ("Evictions", _counter("recipe_cache_evict")), ("Size", _C._recipe_cache_size()),
+            # misses because the cached plans of these shapes assumed other
+            # overlaps between operands; host time of the lookups (each hit
+            # checks its fused plan against the graph's real overlaps)
+            ("AliasMisses", _counter("recipe_cache_alias_miss")),
+            ("LookupTime", _counter("recipe_cache_lookup_us")),
             # PT_HPU_RECIPE_CACHE_CONFIG: misses served from disk, files
             # written, files ignored (damaged, foreign), writes refused (full)
             ("DiskHits", _counter("recipe_cache_disk_hit")),
