@@ -17,6 +17,8 @@ Metrics known here:
                        pool worker was awake), ("RunByPool", of those, the ops that awake pool
                        worker ran itself), ("ByPool", the ones it woke the queue worker for, as
                        it could not take them and nobody synchronized in time)]
+  queue_full          [("Waits", pushes of a host thread that waited because the card's queue
+                       held HPU_QUEUE_DEPTH tasks)]
   eager_inline        [("Large", eager ops of 1M+ elements over their operands that the calling
                        thread ran itself, as the card's queue was idle, instead of queueing them)]
 """
@@ -92,6 +94,10 @@ def _queue_wake_stats():
             ("ByPool", _counter("queue_wake_by_pool"))]
 
 
+def _queue_full_stats():
+    return [("Waits", _counter("queue_full_wait"))]
+
+
 def _eager_inline_stats():
     return [("Large", _counter("eager_inline_large"))]
 
@@ -105,13 +111,15 @@ def _reset(*names):
 
 _METRICS = {"cpu_fallback": _fallback_stats, "graph_compilation": _compile_stats,
             "recipe_cache": _cache_stats, "graph_launch": _launch_stats, "fusion": _fusion_stats,
-            "queue_wake": _queue_wake_stats, "eager_inline": _eager_inline_stats}
+            "queue_wake": _queue_wake_stats, "queue_full": _queue_full_stats,
+            "eager_inline": _eager_inline_stats}
 _RESETS = {"cpu_fallback": _reset(_FALLBACK_PREFIX),
            "graph_compilation": _reset("graph_compilation"),  # prefix: also clears _us
            "recipe_cache": _reset("recipe_cache_"),
            "graph_launch": _reset("graph_launch", "graph_nodes"),
            "fusion": _reset("fused_nodes", "fusion_groups", "dropped_stores"),
            "queue_wake": _reset("queue_wake_"),
+           "queue_full": _reset("queue_full"),
            "eager_inline": _reset("eager_inline_")}
 
 
