@@ -22,6 +22,10 @@ at::Tensor& into_out(const at::Tensor& r, at::Tensor& out);
 inline bool is_hpu(const at::Tensor& t) { return t.device().type() == c10::DeviceType::HPU; }
 // A CPU 0-dim tensor next to hpu tensors is a scalar, as on CUDA.
 inline bool is_cpu_scalar(const at::Tensor& t) { return t.is_cpu() && t.dim() == 0; }
+// An integer division / remainder whose divisor is a CPU scalar equal to 0 in
+// `compute` raises PyTorch's "ZeroDivisionError" now, as the CPU does; a
+// divisor on the card is checked by the kernel (reported at the next sync).
+void check_host_divisor(const at::Tensor& divisor, at::ScalarType compute);
 // Raises PyTorch's "Expected all tensors to be on the same device" error
 // (naming `op`) unless every defined tensor, CPU scalars aside, is on one device.
 void check_same_device(const char* op, c10::ArrayRef<const at::Tensor*> tensors);

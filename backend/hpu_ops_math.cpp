@@ -39,11 +39,22 @@ at::ScalarType binary_result_type(const BinarySpec& spec, const at::Tensor& a, c
   return type;
 }
 
+}  // namespace
+
+void check_host_divisor(const at::Tensor& divisor, at::ScalarType compute) {
+  if (!is_cpu_scalar(divisor) || !at::isIntegralType(compute, /*includeBool=*/false)) return;
+  // Cast as the kernel narrows it: 256 is 0 in uint8 (the CPU agrees).
+  TORCH_CHECK(divisor.to(compute).item<int64_t>() != 0, "ZeroDivisionError");
+}
+
+namespace {
+
 // out <- a (op) b, out already has the broadcast shape and a dtype that the
 // result type can be cast to.
 void run_binary(const BinarySpec& spec, const at::Tensor& out, const at::Tensor& a_in,
                 const at::Tensor& b, at::ScalarType compute) {
   if (out.numel() == 0) return;
+  if (spec.op == HPU_OP_DIV && spec.rounding != HPU_ROUND_NONE) check_host_divisor(b, compute);
   auto a_ = on_device(a_in, out);
   const at::Tensor& a = *a_;
   hpu_node_t node;

@@ -652,6 +652,14 @@ void check_binary(hpu_op_t op, at::ScalarType t) {
   }
 }
 
+// check_binary, then (remainder, fmod) a zero divisor known on the host. Such
+// a divisor is a CPU scalar, so the result has a's elements; none: no error
+// (the CPU checks element by element).
+void check_binary(hpu_op_t op, at::ScalarType t, const at::Tensor& a, const at::Tensor& b) {
+  check_binary(op, t);
+  if ((op == HPU_OP_REMAINDER || op == HPU_OP_FMOD) && a.numel() != 0) check_host_divisor(b, t);
+}
+
 // Result and compute dtype of a binary op.
 at::ScalarType bin_type(hpu_op_t op, at::ScalarType common) {
   if (op == HPU_OP_ATAN2) return float_type(common);
@@ -661,19 +669,19 @@ at::ScalarType bin_type(hpu_op_t op, at::ScalarType common) {
 template <hpu_op_t OP>
 at::Tensor b_op(const at::Tensor& a, const at::Tensor& b) {
   auto t = bin_type(OP, result_of({a, b}));
-  check_binary(OP, t);
+  check_binary(OP, t, a, b);
   return pw(hpu_op_name(OP), OP, {a, b}, t, t);
 }
 template <hpu_op_t OP>
 at::Tensor& b_op_(at::Tensor& a, const at::Tensor& b) {
   auto t = bin_type(OP, result_of({a, b}));
-  check_binary(OP, t);
+  check_binary(OP, t, a, b);
   return pw_into(hpu_op_name(OP), OP, a, true, {a, b}, t, t);
 }
 template <hpu_op_t OP>
 at::Tensor& b_op_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
   auto t = bin_type(OP, result_of({a, b}));
-  check_binary(OP, t);
+  check_binary(OP, t, a, b);
   return pw_into(hpu_op_name(OP), OP, out, false, {a, b}, t, t);
 }
 

@@ -18,9 +18,13 @@
  * float scalar path); for ADD/SUB it is rounded to the compute dtype, as are
  * tensor operands and alpha.
  *
- * Integer division by zero (TRUNC/FLOOR) yields 0 (PyTorch raises
- * ZeroDivisionError; a kernel cannot fail), and INT_MIN / -1 wraps. */
+ * Integer division by zero (TRUNC/FLOOR) fails the node with PyTorch's
+ * message, "ZeroDivisionError" (a RuntimeError in Python): the loops store 0
+ * and flag it, and the kernel returns the error once they are done (the
+ * stream keeps it for the next synchronize, as for a bad index). A zero
+ * scalar divisor fails before any work. INT_MIN / -1 wraps. */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -55,6 +59,7 @@ struct ew_ctx {
   float alpha_F, bs_F;
   double alpha_D, bs_D;
   int64_t alpha_I, bs_I;
+  atomic_int *zero_div; /* set by an integer division by zero */
 };
 
 /* Scalar math -------------------------------------------------------------- */
@@ -88,14 +93,19 @@ static inline float div_floor_F(float a, float b, hpu_dtype_t dt) {
   return fl;
 }
 
-static inline int64_t div_trunc_I(int64_t a, int64_t b) {
-  if (b == 0) return 0;
+static inline int64_t div_by_zero_I(atomic_int *flag) {
+  atomic_store_explicit(flag, 1, memory_order_relaxed); /* read after the loops joined */
+  return 0;
+}
+
+static inline int64_t div_trunc_I(int64_t a, int64_t b, atomic_int *zero) {
+  if (b == 0) return div_by_zero_I(zero);
   if (b == -1) return (int64_t)(0 - (uint64_t)a);
   return a / b;
 }
 
-static inline int64_t div_floor_I(int64_t a, int64_t b) {
-  if (b == 0) return 0;
+static inline int64_t div_floor_I(int64_t a, int64_t b, atomic_int *zero) {
+  if (b == 0) return div_by_zero_I(zero);
   if (b == -1) return (int64_t)(0 - (uint64_t)a);
   int64_t q = a / b, r = a % b;
   return (r != 0 && ((r < 0) != (b < 0))) ? q - 1 : q;
@@ -125,9 +135,9 @@ static inline int64_t div_floor_I(int64_t a, int64_t b) {
 #define OP_I_ADD(x, y, al) ((int64_t)((uint64_t)(x) + (uint64_t)(y)))
 #define OP_I_ADDA(x, y, al) ((int64_t)((uint64_t)(x) + (uint64_t)(al) * (uint64_t)(y)))
 #define OP_I_MUL(x, y, al) ((int64_t)((uint64_t)(x) * (uint64_t)(y)))
-#define OP_I_DIV(x, y, al) div_trunc_I((x), (y)) /* rejected by validate */
-#define OP_I_DIVT(x, y, al) div_trunc_I((x), (y))
-#define OP_I_DIVF(x, y, al) div_floor_I((x), (y))
+#define OP_I_DIV(x, y, al) div_trunc_I((x), (y), c->zero_div) /* rejected by validate */
+#define OP_I_DIVT(x, y, al) div_trunc_I((x), (y), c->zero_div)
+#define OP_I_DIVF(x, y, al) div_floor_I((x), (y), c->zero_div)
 #define OP_I_DIVT16 OP_I_DIVT
 #define OP_I_DIVF16 OP_I_DIVF
 #define OP_I_RELU(x, y, al) ((void)(y), (x) < 0 ? 0 : (x))
@@ -468,8 +478,10 @@ static void run(const hpu_node_t *node, ew_op_t op, int b_tensor, ew_ctx_t *c) {
   hpu_iter_for_each(&it, binary_loop, c, HPU_GRAIN);
 }
 
-void hpu_kernel_binary(const hpu_node_t *node) {
+hpu_status_t hpu_kernel_binary(const hpu_node_t *node) {
   ew_ctx_t c = {0};
+  atomic_int zero_div = 0;
+  c.zero_div = &zero_div;
   c.cdt = node->compute_dtype;
   ew_op_t op;
   switch (node->op) {
@@ -510,7 +522,11 @@ void hpu_kernel_binary(const hpu_node_t *node) {
     c.bs_D = hpu_scalar_as_double(s);
     c.bs_I = hpu_narrow_int(s.kind == HPU_SCALAR_FLOAT ? hpu_f2i(s.f) : s.i, c.cdt);
   }
+  int int_div = family_of(c.cdt) == FAM_I && op >= EW_DIV && op <= EW_DIVF16;
+  if (int_div && !b_tensor && c.bs_I == 0) return hpu_error(HPU_ERROR_INVALID_ARGUMENT, "ZeroDivisionError");
   run(node, op, b_tensor, &c);
+  if (int_div && atomic_load(&zero_div)) return hpu_error(HPU_ERROR_INVALID_ARGUMENT, "ZeroDivisionError");
+  return HPU_SUCCESS;
 }
 
 void hpu_kernel_relu(const hpu_node_t *node) {

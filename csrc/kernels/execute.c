@@ -57,8 +57,7 @@ hpu_status_t hpu_node_execute(const hpu_node_t *node) {
     case HPU_OP_COPY: hpu_kernel_copy(node); break;
     case HPU_OP_FILL: hpu_kernel_fill(node); break;
     case HPU_OP_ADD: case HPU_OP_SUB: case HPU_OP_MUL: case HPU_OP_DIV:
-      hpu_kernel_binary(node);
-      break;
+      return hpu_kernel_binary(node); /* fails on an integer division by zero */
     case HPU_OP_RELU: hpu_kernel_relu(node); break;
     case HPU_OP_MATMUL: hpu_kernel_matmul(node); break;
     case HPU_OP_RNG_UNIFORM: case HPU_OP_RNG_NORMAL: case HPU_OP_RNG_BERNOULLI:

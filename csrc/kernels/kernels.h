@@ -19,7 +19,7 @@ hpu_isa_t hpu_kernels_set_isa(hpu_isa_t isa);
  * outputs. They cannot fail. */
 void hpu_kernel_copy(const hpu_node_t *node);
 void hpu_kernel_fill(const hpu_node_t *node);
-void hpu_kernel_binary(const hpu_node_t *node); /* ADD SUB MUL DIV */
+hpu_status_t hpu_kernel_binary(const hpu_node_t *node); /* ADD SUB MUL DIV */
 void hpu_kernel_relu(const hpu_node_t *node);
 void hpu_kernel_matmul(const hpu_node_t *node);
 void hpu_kernel_rng(const hpu_node_t *node);

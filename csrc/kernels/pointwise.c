@@ -16,6 +16,7 @@
  * type (float32 data with a float32 compute dtype, ...) are used in place,
  * so contiguous float32 ops are a single pass over memory. */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -483,8 +484,8 @@ static inline double pw_gelu_tanh_bwd_d(double dy, double x) {
 #define EI_THRESHOLD(a, b, c) ((a) <= p0 ? p1 : (a))
 #define EI_MAXIMUM(a, b, c) ((a) > (b) ? (a) : (b))
 #define EI_MINIMUM(a, b, c) ((a) < (b) ? (a) : (b))
-#define EI_REMAINDER(a, b, c) pw_remainder_i(a, b)
-#define EI_FMOD(a, b, c) pw_fmod_i(a, b)
+#define EI_REMAINDER(a, b, c) pw_remainder_i(a, b, x->zero_div) /* x: the loop's pw_ctx_t */
+#define EI_FMOD(a, b, c) pw_fmod_i(a, b, x->zero_div)
 #define EI_EQ(a, b, c) ((a) == (b))
 #define EI_NE(a, b, c) ((a) != (b))
 #define EI_LT(a, b, c) ((a) < (b))
@@ -506,14 +507,24 @@ static inline double pw_gelu_tanh_bwd_d(double dy, double x) {
 #define EI_ADDCMUL(a, b, c) I64(U64(a) + U64(p0) * U64(b) * U64(c))
 #define EI_ARANGE(a, b, c) I64(U64(p0) + U64(p1) * U64(idx + i))
 
-static inline int64_t pw_remainder_i(int64_t a, int64_t b) {
-  if (b == 0 || b == -1) return 0;
+/* An integer remainder by zero stores 0 and flags the node, which then fails
+ * with PyTorch's "ZeroDivisionError" (run_elementwise). b == -1: 0, also for
+ * INT64_MIN, whose % -1 would trap. */
+static inline int64_t pw_div_by_zero_i(atomic_int *flag) {
+  atomic_store_explicit(flag, 1, memory_order_relaxed); /* read after the loops joined */
+  return 0;
+}
+
+static inline int64_t pw_remainder_i(int64_t a, int64_t b, atomic_int *zero) {
+  if (b == 0) return pw_div_by_zero_i(zero);
+  if (b == -1) return 0;
   int64_t r = a % b;
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
 
-static inline int64_t pw_fmod_i(int64_t a, int64_t b) {
-  if (b == 0 || b == -1) return 0;
+static inline int64_t pw_fmod_i(int64_t a, int64_t b, atomic_int *zero) {
+  if (b == 0) return pw_div_by_zero_i(zero);
+  if (b == -1) return 0;
   return a % b;
 }
 
@@ -560,6 +571,7 @@ struct pw_ctx {
   kD_fn kD;
   kI_fn kI;
   hpu_isa_t isa;
+  atomic_int *zero_div; /* integer REMAINDER / FMOD met a zero divisor */
 };
 
 #define DEF_K(FAM, W, N, ISA)                                                                \
@@ -1034,10 +1046,12 @@ static void set_scalar(pw_ctx_t *x, int k, hpu_scalar_t s, int keep_float) {
   x->sI[k] = hpu_narrow_int(s.kind == HPU_SCALAR_FLOAT ? hpu_f2i(s.f) : s.i, x->cdt);
 }
 
-static void run_elementwise(const hpu_node_t *node) {
+static hpu_status_t run_elementwise(const hpu_node_t *node) {
   const hpu_pointwise_params_t *p = &node->params.pointwise;
   pw_ctx_t x;
+  atomic_int zero_div = 0;
   memset(&x, 0, sizeof x);
+  x.zero_div = &zero_div;
   x.arity = arity_of(node->op);
   x.cdt = node->compute_dtype;
   x.fam = fam_of(x.cdt);
@@ -1077,6 +1091,8 @@ static void run_elementwise(const hpu_node_t *node) {
   hpu_iter_build(&it, &node->outputs[0], ins, next,
                  node->op == HPU_OP_ARANGE ? HPU_ITER_KEEP_ORDER : 0);
   hpu_iter_for_each(&it, pw_loop, &x, HPU_GRAIN);
+  if (atomic_load(&zero_div)) return hpu_error(HPU_ERROR_INVALID_ARGUMENT, "ZeroDivisionError");
+  return HPU_SUCCESS;
 }
 
 /* TRIU / TRIL: keep or zero each element by its (row, col). */
@@ -1127,8 +1143,7 @@ hpu_status_t hpu_execute_pointwise(const hpu_node_t *node) {
   }
   if (arity_of(node->op) < 0)
     return hpu_error(HPU_ERROR_INTERNAL, "%s: no kernel in this build", hpu_op_name(node->op));
-  run_elementwise(node);
-  return HPU_SUCCESS;
+  return run_elementwise(node);
 }
 
 /* Tiles for lazy-mode fusion (kernels/pw_tile.h) ------------------------------ */

@@ -37,23 +37,20 @@ _alias_hpu_submodules()
 hpu._install_torch_hooks()
 
 
-def _let_autograd_threads_settle():
-    """At exit, give PyTorch's autograd device threads a moment with the GIL.
-    After a backward on the hpu, the card's autograd thread may still hold
-    the last reference to the finished graph task and need the GIL to drop
-    its Python objects; if the interpreter finalises first, that thread is
-    torn down inside a noexcept destructor and the process aborts
-    ("terminate called without an active exception"). Sleeping releases the
-    GIL so the thread can finish."""
-    import time
-
+def _join_autograd_device_threads():
+    """At exit, before the interpreter finalises: wait until PyTorch's autograd
+    thread of every card has finished its last backward (a handshake through
+    the engine's own queues, backend/hpu_autograd_exit.cpp). Such a thread
+    may hold the last reference to the finished graph task, whose Python
+    objects need the GIL to be freed; during finalisation that aborts the
+    process ("terminate called without an active exception")."""
     if hpu.is_initialized():
-        time.sleep(0.02)
+        _C._autograd_exit_handshake()
 
 
 import atexit as _atexit  # noqa: E402
 
-_atexit.register(_let_autograd_threads_settle)
+_atexit.register(_join_autograd_device_threads)
 
 
 if torch.accelerator.current_accelerator() is None:

@@ -521,17 +521,45 @@ static void test_div_rounding(void) {
   CU_ASSERT_EQUAL(run(&n), HPU_SUCCESS);
   CU_ASSERT(isinf(oz[0]) && oz[0] > 0 && isinf(oz[1]) && oz[1] < 0);
 
-  int64_t ia[6] = {7, -7, 7, -7, 5, INT64_MIN}, ib[6] = {2, 2, -2, -2, 0, -1}, io[6];
+  int64_t ia[6] = {7, -7, 7, -7, 5, INT64_MIN}, ib[6] = {2, 2, -2, -2, 3, -1}, io[6];
   n = binary(HPU_OP_DIV, HPU_INT64, T1(io, HPU_INT64, 6), T1(ia, HPU_INT64, 6),
              T1(ib, HPU_INT64, 6));
   n.params.binary.rounding = HPU_ROUND_FLOOR;
   CU_ASSERT_EQUAL(run(&n), HPU_SUCCESS);
-  CU_ASSERT(io[0] == 3 && io[1] == -4 && io[2] == -4 && io[3] == 3);
-  CU_ASSERT(io[4] == 0);         /* integer division by zero: 0 (documented) */
+  CU_ASSERT(io[0] == 3 && io[1] == -4 && io[2] == -4 && io[3] == 3 && io[4] == 1);
   CU_ASSERT(io[5] == INT64_MIN); /* wraps */
   n.params.binary.rounding = HPU_ROUND_TRUNC;
   CU_ASSERT_EQUAL(run(&n), HPU_SUCCESS);
-  CU_ASSERT(io[0] == 3 && io[1] == -3 && io[2] == -3 && io[3] == 3 && io[4] == 0);
+  CU_ASSERT(io[0] == 3 && io[1] == -3 && io[2] == -3 && io[3] == 3 && io[4] == 1);
+  /* integer division by zero fails the node as PyTorch's CPU does, in the
+   * typed (int64, int32) and generic (int16) loops and with a scalar zero */
+  const hpu_rounding_t modes[2] = {HPU_ROUND_FLOOR, HPU_ROUND_TRUNC};
+  for (int m = 0; m < 2; m++) {
+    ib[4] = 0;
+    n = binary(HPU_OP_DIV, HPU_INT64, T1(io, HPU_INT64, 6), T1(ia, HPU_INT64, 6),
+               T1(ib, HPU_INT64, 6));
+    n.params.binary.rounding = modes[m];
+    CU_ASSERT_EQUAL(run(&n), HPU_ERROR_INVALID_ARGUMENT);
+    CU_ASSERT_STRING_EQUAL(hpu_last_error(), "ZeroDivisionError");
+    int32_t a32[3] = {1, 2, 3}, b32[3] = {1, 0, 1}, o32[3];
+    n = binary(HPU_OP_DIV, HPU_INT32, T1(o32, HPU_INT32, 3), T1(a32, HPU_INT32, 3),
+               T1(b32, HPU_INT32, 3));
+    n.params.binary.rounding = modes[m];
+    CU_ASSERT_EQUAL(run(&n), HPU_ERROR_INVALID_ARGUMENT);
+    int16_t a16[3] = {1, 2, 3}, b16[3] = {1, 1, 0}, o16[3];
+    n = binary(HPU_OP_DIV, HPU_INT16, T1(o16, HPU_INT16, 3), T1(a16, HPU_INT16, 3),
+               T1(b16, HPU_INT16, 3));
+    n.params.binary.rounding = modes[m];
+    CU_ASSERT_EQUAL(run(&n), HPU_ERROR_INVALID_ARGUMENT);
+    n = node_of(HPU_OP_DIV, HPU_INT32);
+    n.num_inputs = 1;
+    n.inputs[0] = T1(a32, HPU_INT32, 3);
+    n.outputs[0] = T1(o32, HPU_INT32, 3);
+    n.params.binary.other = hpu_scalar_int(0);
+    n.params.binary.rounding = modes[m];
+    CU_ASSERT_EQUAL(run(&n), HPU_ERROR_INVALID_ARGUMENT);
+    CU_ASSERT_STRING_EQUAL(hpu_last_error(), "ZeroDivisionError");
+  }
   /* int8 floor through the generic path, scalar divisor */
   int8_t s8[4] = {-7, 7, -128, 9}, o8[4];
   n = node_of(HPU_OP_DIV, HPU_INT8);

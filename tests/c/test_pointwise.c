@@ -183,12 +183,29 @@ static void test_exact_unary_binary(void) {
   CU_ASSERT_EQUAL(run(&n), HPU_SUCCESS);
   CU_ASSERT(m[0] == 0 && m[2] == 0 && m[3] == 1 && m[4] == 1 && m[5] == 0);
   /* integer floor-remainder and powi */
-  int32_t ia[4] = {-7, 7, -7, 3}, ib[4] = {2, -2, 0, -1}, io[4];
+  int32_t ia[4] = {-7, 7, -7, 3}, ib[4] = {2, -2, 3, -1}, io[4];
   n = pw_node(HPU_OP_REMAINDER, HPU_INT32, T1(io, HPU_INT32, 4));
   add_in(&n, T1(ia, HPU_INT32, 4));
   add_in(&n, T1(ib, HPU_INT32, 4));
   CU_ASSERT_EQUAL(run(&n), HPU_SUCCESS);
-  CU_ASSERT(io[0] == 1 && io[1] == -1 && io[2] == 0 && io[3] == 0);
+  CU_ASSERT(io[0] == 1 && io[1] == -1 && io[2] == 2 && io[3] == 0);
+  n.op = HPU_OP_FMOD;
+  CU_ASSERT_EQUAL(run(&n), HPU_SUCCESS);
+  CU_ASSERT(io[0] == -1 && io[1] == 1 && io[2] == -1 && io[3] == 0);
+  /* integer remainder / fmod by zero fail the node as PyTorch's CPU does,
+   * with a tensor and with a scalar divisor */
+  ib[2] = 0;
+  for (int op = 0; op < 2; op++) {
+    n = pw_node(op ? HPU_OP_FMOD : HPU_OP_REMAINDER, HPU_INT32, T1(io, HPU_INT32, 4));
+    add_in(&n, T1(ia, HPU_INT32, 4));
+    add_in(&n, T1(ib, HPU_INT32, 4));
+    CU_ASSERT_EQUAL(run(&n), HPU_ERROR_INVALID_ARGUMENT);
+    CU_ASSERT_STRING_EQUAL(hpu_last_error(), "ZeroDivisionError");
+    n = pw_node(op ? HPU_OP_FMOD : HPU_OP_REMAINDER, HPU_INT32, T1(io, HPU_INT32, 4));
+    add_in(&n, T1(ia, HPU_INT32, 4));
+    scalar_operand(&n, 1, hpu_scalar_int(0));
+    CU_ASSERT_EQUAL(run(&n), HPU_ERROR_INVALID_ARGUMENT);
+  }
   n = pw_node(HPU_OP_POW, HPU_INT32, T1(io, HPU_INT32, 4));
   add_in(&n, T1(ia, HPU_INT32, 4));
   scalar_operand(&n, 1, hpu_scalar_int(3));

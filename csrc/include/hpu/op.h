@@ -23,7 +23,8 @@
  *    multiply-add (as PyTorch's vectorised CPU kernel);
  *  - DIV with rounding NONE needs a floating compute dtype (integer true
  *    division: the caller promotes); integer TRUNC/FLOOR division by zero
- *    yields 0 (PyTorch raises; kernels cannot fail) and INT_MIN / -1 wraps;
+ *    (as REMAINDER / FMOD by zero) fails the node with PyTorch's
+ *    "ZeroDivisionError" at execution, and INT_MIN / -1 wraps;
  *  - SUB with a bool compute dtype is rejected, as in PyTorch;
  *  - MATMUL needs in0/in1/out (and in2) of one dtype, not bool, each with at
  *    least 2 dims (unsqueeze vectors first); the output may not overlap

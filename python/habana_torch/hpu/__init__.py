@@ -30,6 +30,7 @@ from .memory import (  # noqa: F401
     reset_max_memory_allocated,
     reset_peak_memory_stats,
 )
+from . import random
 from .random import (  # noqa: F401
     get_rng_state,
     get_rng_state_all,
@@ -80,6 +81,7 @@ def _lazy_init():
                 "(e.g. torch.multiprocessing.set_start_method('spawn'))."
             )
         _C._init()
+        random._run_queued_calls()  # seeds set before the cards started
         _initialized = True
 
 
@@ -227,7 +229,9 @@ def set_num_threads(n):
 
 def _install_torch_hooks():
     """Make torch.manual_seed / torch.set_num_threads reach the hpu too, as
-    they reach CUDA: users seed once and expect every device seeded."""
+    they reach CUDA: users seed once and expect every device seeded. Like
+    CUDA's, the hpu seed waits for the cards' first use (hpu.random) rather
+    than starting the runtime, so seeding then forking stays fork-safe."""
     if getattr(torch.manual_seed, "_hpu_wrapped", False):
         return
     original_manual_seed = torch.manual_seed

@@ -10,7 +10,12 @@ During a capture nothing may wait for the card (.item(), .cpu(), print,
 a CPU fallback op): those raise. Memory allocated in the capture belongs to
 the graph until it is reset. Random ops draw new numbers at each replay.
 """
+<<<<<<< HEAD
 import copy
+=======
+import collections
+import os
+>>>>>>> seedexit
 import warnings
 
 import torch
@@ -86,35 +91,89 @@ class graph:
 
 _UNCAPTURABLE = object()
 
+# Captured graphs kept per wrapped module (least recently used evicted first);
+# each pins its outputs and temporaries in card memory, so inputs of ever new
+# shapes must not grow the cache without end. 0: no limit.
+GRAPH_CACHE_SIZE_ENV = "PT_HPU_WRAP_GRAPH_CACHE_SIZE"
+DEFAULT_GRAPH_CACHE_SIZE = 64
+
+
+def _default_max_graphs():
+    value = os.environ.get(GRAPH_CACHE_SIZE_ENV, "").strip()
+    if not value:
+        return DEFAULT_GRAPH_CACHE_SIZE
+    try:
+        n = int(value)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise ValueError(f"{GRAPH_CACHE_SIZE_ENV}={value!r}: expected the number of HPU graphs "
+                         "wrap_in_hpu_graph keeps per module (a non-negative integer, 0: no limit)")
+    return n or None
+
+
+class _Uncacheable(Exception):
+    """The call's arguments cannot be matched to a captured graph."""
+
 
 class _GraphedForward:
-    """A module's forward run through HPU graphs, one per input signature
-    (shapes, dtypes, devices and non-tensor arguments). A call with a known
-    signature copies its tensors into the captured inputs and replays; its
-    outputs are the captured output tensors, rewritten by the next replay.
-    Calls that need gradients run the plain forward. A signature whose
-    forward cannot be captured (it reads values on the host, or falls back
-    to the CPU) runs the plain forward from then on, with a warning."""
+    """A module's forward run through HPU graphs, one per input signature:
+    the pytree structure of the arguments, shape, dtype, device and strides
+    of each tensor and the type and value of every other leaf. A call with a
+    known signature copies its tensors into the captured inputs and replays;
+    its outputs are the captured output tensors, rewritten by the next
+    replay. At most `max_graphs` signatures are kept (least recently used
+    evicted, its card memory released). Calls that need gradients run the
+    plain forward, and so do calls with an unhashable non-tensor argument:
+    its contents cannot be compared with the captured one, and a graph
+    captured for other contents would silently give wrong results. A
+    signature whose forward cannot be captured (it reads values on the host,
+    or falls back to the CPU) runs the plain forward from then on, with a
+    warning."""
 
     def __init__(self, module, forward, max_graphs=None):
+        if max_graphs is None:
+            max_graphs = _default_max_graphs()
+        elif not isinstance(max_graphs, int) or max_graphs <= 0:
+            raise ValueError(f"wrap_in_hpu_graph: max_graphs must be a positive int or None, got {max_graphs!r}")
         self.module = module
         self.forward = forward
         self.max_graphs = max_graphs
-        self.cache = {}
+        self.cache = collections.OrderedDict()
+        self._warned_uncached = False
 
     @staticmethod
     def _key(leaves, spec):
         parts = []
         for leaf in leaves:
             if isinstance(leaf, torch.Tensor):
-                parts.append(("T", tuple(leaf.shape), leaf.dtype, leaf.device, tuple(leaf.stride())))
+                parts.append((torch.Tensor, tuple(leaf.shape), leaf.dtype, leaf.device, tuple(leaf.stride())))
             else:
-                try:
-                    hash(leaf)
-                    parts.append(("V", leaf))
-                except TypeError:
-                    parts.append(("I", id(leaf)))
-        return (str(spec), tuple(parts))
+                # The type too: 1, 1.0 and True are equal keys but not the
+                # same argument (torch.full(s, 1) is int64, with 1.0 float).
+                parts.append((type(leaf), leaf))
+        key = (spec, tuple(parts))
+        try:
+            hash(key)
+        except TypeError as e:
+            raise _Uncacheable(e) from None
+        return key
+
+    def _lookup(self, key):
+        try:
+            entry = self.cache.get(key)
+        except Exception as e:  # an argument whose == raises or is not a bool
+            raise _Uncacheable(e) from None
+        if entry is not None:
+            self.cache.move_to_end(key)
+        return entry
+
+    def _uncached(self, why, args, kwargs):
+        if not self._warned_uncached:
+            self._warned_uncached = True
+            warnings.warn(f"wrap_in_hpu_graph({type(self.module).__name__}): an argument cannot be matched "
+                          f"to a captured graph ({why}); calls with such arguments run without HPU graphs")
+        return self.forward(*args, **kwargs)
 
     def __call__(self, *args, **kwargs):
         leaves, spec = pytree.tree_flatten((args, kwargs))
@@ -124,8 +183,11 @@ class _GraphedForward:
             return self.forward(*args, **kwargs)  # training: autograd needs the real ops
         if any(t.device.type != "hpu" for t in tensors):
             return self.forward(*args, **kwargs)
-        key = self._key(leaves, spec)
-        entry = self.cache.get(key)
+        try:
+            key = self._key(leaves, spec)
+            entry = self._lookup(key)
+        except _Uncacheable as e:
+            return self._uncached(e, args, kwargs)
         if entry is _UNCAPTURABLE:
             return self.forward(*args, **kwargs)
         if entry is None:
@@ -137,9 +199,15 @@ class _GraphedForward:
         hpu_graph.replay()
         return static_out
 
+    def _evict_to(self, size):
+        while len(self.cache) > size:
+            _, entry = self.cache.popitem(last=False)
+            if entry is not _UNCAPTURABLE:
+                entry[0].reset()  # its blocks go back to the card (outputs still held stay valid)
+
     def _capture(self, key, leaves, spec):
-        if self.max_graphs is not None and len(self.cache) >= self.max_graphs:
-            self.cache.pop(next(iter(self.cache)))
+        if self.max_graphs is not None:
+            self._evict_to(self.max_graphs - 1)
         static_leaves = [leaf.clone() if isinstance(leaf, torch.Tensor) else leaf for leaf in leaves]
         args, kwargs = pytree.tree_unflatten(static_leaves, spec)
         hpu_graph = HPUGraph()
@@ -159,10 +227,7 @@ class _GraphedForward:
         return static_out
 
     def clear_cache(self):
-        for entry in self.cache.values():
-            if entry is not _UNCAPTURABLE:
-                entry[0].reset()
-        self.cache.clear()
+        self._evict_to(0)
 
 
 class ModuleCacher:
@@ -200,7 +265,17 @@ def wrap_in_hpu_graph(module, asynchronous=False, disable_tensor_cache=False, dr
                       max_graphs=None, verbose=False):
     """Runs `module`'s forward through HPU graphs (see _GraphedForward), as
     habana_frameworks.torch.hpu.wrap_in_hpu_graph. Returns the module;
+<<<<<<< HEAD
     module.clear_cache() drops its graphs."""
     return ModuleCacher(max_graphs)(module, inplace=True, asynchronous=asynchronous,
                                     disable_tensor_cache=disable_tensor_cache, dry_run=dry_run,
                                     verbose=verbose)
+=======
+    module.clear_cache() drops its graphs. max_graphs: graphs kept (one per
+    input signature, least recently used evicted); None: the value of
+    PT_HPU_WRAP_GRAPH_CACHE_SIZE (default 64; 0 there means no limit)."""
+    graphed = _GraphedForward(module, module.forward, max_graphs=max_graphs)
+    module.forward = graphed
+    module.clear_cache = graphed.clear_cache
+    return module
+>>>>>>> seedexit
