@@ -10,12 +10,9 @@ During a capture nothing may wait for the card (.item(), .cpu(), print,
 a CPU fallback op): those raise. Memory allocated in the capture belongs to
 the graph until it is reset. Random ops draw new numbers at each replay.
 """
-<<<<<<< HEAD
-import copy
-=======
 import collections
+import copy
 import os
->>>>>>> seedexit
 import warnings
 
 import torch
@@ -232,8 +229,9 @@ class _GraphedForward:
 
 class ModuleCacher:
     """Runs a module's forward through HPU graphs, one per input signature,
-    keeping at most `max_graphs` of them (the oldest is dropped; None: no
-    limit), as habana_frameworks.torch.hpu.ModuleCacher::
+    keeping at most `max_graphs` of them (the least recently used is
+    dropped; None: PT_HPU_WRAP_GRAPH_CACHE_SIZE, default 64), as
+    habana_frameworks.torch.hpu.ModuleCacher::
 
         model = ModuleCacher(max_graphs=10)(model=model, inplace=True)
 
@@ -265,17 +263,9 @@ def wrap_in_hpu_graph(module, asynchronous=False, disable_tensor_cache=False, dr
                       max_graphs=None, verbose=False):
     """Runs `module`'s forward through HPU graphs (see _GraphedForward), as
     habana_frameworks.torch.hpu.wrap_in_hpu_graph. Returns the module;
-<<<<<<< HEAD
-    module.clear_cache() drops its graphs."""
-    return ModuleCacher(max_graphs)(module, inplace=True, asynchronous=asynchronous,
-                                    disable_tensor_cache=disable_tensor_cache, dry_run=dry_run,
-                                    verbose=verbose)
-=======
     module.clear_cache() drops its graphs. max_graphs: graphs kept (one per
     input signature, least recently used evicted); None: the value of
     PT_HPU_WRAP_GRAPH_CACHE_SIZE (default 64; 0 there means no limit)."""
-    graphed = _GraphedForward(module, module.forward, max_graphs=max_graphs)
-    module.forward = graphed
-    module.clear_cache = graphed.clear_cache
-    return module
->>>>>>> seedexit
+    return ModuleCacher(max_graphs)(module, inplace=True, asynchronous=asynchronous,
+                                    disable_tensor_cache=disable_tensor_cache, dry_run=dry_run,
+                                    verbose=verbose)
