@@ -77,8 +77,11 @@ def soak(args):
     print(f"  programs {totals['programs']}, ops {totals['ops']}, OOMs survived {totals['ooms']}, "
           f"mismatches {wrong}, wrong exceptions {exc}, hangs {totals['hangs']}, "
           f"crashes {totals['crashes']}, time {el:.0f} s")
+    if failures:
+        print("  failed (shrink one with the arguments shown):")
     for res, s in failures:
-        print(f"  {s}: {res['profile']}:{res['seed']} --card-memory {res['card']}")
+        print(f"  {s}: --shrink {res['profile']}:{res['seed']} --card-memory {res['card']}"
+              + (f" --exclude {args.exclude}" if args.exclude else ""))
     return 1 if failures else 0
 
 

@@ -941,18 +941,37 @@ def parse_bytes(text):
 
 def _worker(spec):
     card = spec["card_bytes"]
+    import faulthandler
     import habana_torch  # fail early, outside any program
     for p in spec["programs"]:
-        # Each program starts with no recorded work and an empty recipe
-        # cache, so that it fails or passes the same way on its own.
+        # Each program starts on an empty card with no recorded work and an
+        # empty recipe cache, so that it fails or passes the same way on
+        # its own (as a reproducer).
         torch.hpu.synchronize()
+        torch.hpu.empty_cache()
         habana_torch._C._recipe_cache_clear()
         print(json.dumps({"start": p["seed"], "profile": p["profile"]}), flush=True)
+        # If the program hangs, where: every thread's stack on stderr (the
+        # statements' frames are named "<op N>").
+        faulthandler.dump_traceback_later(spec["timeout"] * 0.75)
         time.sleep(p.get("stall", 0))  # the harness's own test: a program that hangs
         ops = generate(p["seed"], p["profile"], card, p.get("exclude", ()))
         res = run_and_compare(ops, p.get("keep"))
+        faulthandler.cancel_dump_traceback_later()
         res.update(seed=p["seed"], profile=p["profile"])
         print(json.dumps(res), flush=True)
+
+
+def _hung_at(stderr):
+    """The statement a hung worker's main thread was in, from its stack dump."""
+    lines = stderr.splitlines()
+    for i in range(len(lines) - 1, -1, -1):  # the last dump's main thread
+        if lines[i].startswith("Current thread") or lines[i].startswith("Thread"):
+            for line in lines[i:]:
+                if '"<op ' in line:
+                    return line.strip()
+            return lines[i + 1].strip() if i + 1 < len(lines) else ""
+    return ""
 
 
 class _Lines:
@@ -988,7 +1007,7 @@ def run_batch(programs, card_memory, timeout=60.0, max_hangs=3, env=None, on_res
     max_hangs hangs the rest get {"not_run": True}."""
     full_env = dict(os.environ, HPU_CARD_MEMORY=str(card_memory))
     full_env.update(env or {})
-    spec_base = {"card_bytes": parse_bytes(card_memory)}
+    spec_base = {"card_bytes": parse_bytes(card_memory), "timeout": timeout}
     results, todo, hangs = [], list(programs), 0
 
     def record(res):
@@ -1031,7 +1050,7 @@ def run_batch(programs, card_memory, timeout=60.0, max_hangs=3, env=None, on_res
         if done < len(todo):
             if outcome.startswith("hang"):
                 hangs += 1
-                record(dict(todo[done], hang=True, secs=timeout))
+                record(dict(todo[done], hang=True, secs=timeout, at=_hung_at(stderr)))
             else:
                 record(dict(todo[done], crash=proc.returncode, stderr=stderr))
             done += 1
@@ -1043,7 +1062,7 @@ def describe(res):
     """One line for a failed result, or None if it passed."""
     name = f"{res['profile']}:{res['seed']}"
     if res.get("hang"):
-        return f"{name}: HANG (no result within {res['secs']} s)"
+        return f"{name}: HANG (no result within {res['secs']} s; {res.get('at') or 'stack unknown'})"
     if res.get("not_run"):
         return f"{name}: not run (too many hangs before it)"
     if "crash" in res:
