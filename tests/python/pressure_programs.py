@@ -85,13 +85,19 @@ _DTYPES = {"f32": torch.float32, "i64": torch.int64, "u8": torch.uint8}
 
 
 class _Base:
-    """One storage: its dtype and size, and what is known of its values."""
-    __slots__ = ("dtype", "numel", "bound", "err", "gran", "names", "blob")
+    """One storage: its dtype and size, and what is known of its values.
+    fixed_layout: its strides are the same on every backend. An op's output
+    that the CPU lays out permuted like its input (TensorIterator keeps the
+    input's order) may be contiguous elsewhere, and then whether reshape
+    or contiguous() return a view or a copy, and whether view() works, is
+    the backend's choice (PyTorch leaves it unspecified)."""
+    __slots__ = ("dtype", "numel", "bound", "err", "gran", "names", "blob", "fixed_layout")
 
-    def __init__(self, dtype, numel, bound, err, gran, blob=False):
+    def __init__(self, dtype, numel, bound, err, gran, blob=False, fixed_layout=True):
         self.dtype, self.numel, self.blob = dtype, numel, blob
         self.bound, self.err, self.gran = bound, err, gran
         self.names = set()
+        self.fixed_layout = fixed_layout
 
     @property
     def nbytes(self):
@@ -165,7 +171,7 @@ class Generator:
     def _new_base(self, meta, dtype, bound, err, gran, blob=False):
         nbytes = meta.untyped_storage().nbytes()
         numel = nbytes // meta.element_size() if meta.element_size() else 0
-        return _Base(dtype, numel, bound, err, gran, blob)
+        return _Base(dtype, numel, bound, err, gran, blob, fixed_layout=meta.is_contiguous())
 
     def _add_var(self, name, base, meta):
         v = _Var(name, base, meta)
@@ -482,6 +488,8 @@ class Generator:
         b = a.base
         expr = self.r.choice([f"{a.name}.clone()", f"{a.name}.contiguous()"])
         if expr.endswith("contiguous()"):
+            if not b.fixed_layout:
+                raise _Reject("a view or a copy, as the backend laid the base out")
             return self._view(expr, a)
         return self._result(expr, [a.name], b.dtype, b.bound, b.err, b.gran, "clone")
 
@@ -511,6 +519,8 @@ class Generator:
             d0, d1 = r.sample(range(nd), 2)
             return self._view(f"{a.name}.transpose({d0}, {d1})", a)
         if choice in ("view", "reshape"):
+            if not a.base.fixed_layout:
+                raise _Reject("a view or a copy, as the backend laid the base out")
             n = a.numel
             opts = [(n,)] + [(k, n // k) for k in self.dims if n % k == 0 and k < n]
             if nd >= 2:

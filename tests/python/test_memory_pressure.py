@@ -93,6 +93,7 @@ def test_a_hanging_program_fails_fast_and_the_rest_still_run():
     programs = [dict(seed=1, profile="mixed", stall=600), dict(seed=2, profile="mixed")]
     results = pp.run_batch(programs, "16M", timeout=5, max_hangs=2)
     assert results[0]["hang"] and "mixed:1: HANG" in pp.describe(results[0])
+    assert "in _worker" in results[0]["at"], results[0]  # where it hung, from the stack dump
     assert results[1]["seed"] == 2 and "nfails" in results[1]
 
 
