@@ -973,15 +973,14 @@ def _worker(spec):
 
 
 def _hung_at(stderr):
-    """The statement a hung worker's main thread was in, from its stack dump."""
+    """The statement a hung worker was in, from its stack dump (the frame
+    of a "<op N>", else the innermost frame of the last thread dumped)."""
     lines = stderr.splitlines()
-    for i in range(len(lines) - 1, -1, -1):  # the last dump's main thread
-        if lines[i].startswith("Current thread") or lines[i].startswith("Thread"):
-            for line in lines[i:]:
-                if '"<op ' in line:
-                    return line.strip()
-            return lines[i + 1].strip() if i + 1 < len(lines) else ""
-    return ""
+    ops = [line.strip() for line in lines if '"<op ' in line]
+    if ops:
+        return ops[-1]
+    heads = [i for i, line in enumerate(lines) if line.startswith(("Current thread", "Thread"))]
+    return lines[heads[-1] + 1].strip() if heads and heads[-1] + 1 < len(lines) else ""
 
 
 class _Lines:
