@@ -16,9 +16,12 @@ def test_pushes_wait_at_the_queue_depth_and_results_stay_right():
     code = """
         import torch, habana_torch
         from habana_torch import metrics
-        x = torch.arange(4096, dtype=torch.float32)
+        # Ops of 256K elements: each is queued (below the size an idle card
+        # runs on the calling thread) and takes the card longer than Python
+        # takes to issue the next, so the queue fills whatever the machine.
+        x = torch.arange(1 << 18, dtype=torch.float32)
         h = x.to("hpu")
-        for i in range(300):              # eager: one queued task per op, no waits
+        for i in range(200):              # eager: one queued task per op, no waits
             h = h * 1.0001 + 1
             x = x * 1.0001 + 1
         waits = dict(metrics.metric_global("queue_full").stats())["Waits"]
