@@ -17,8 +17,8 @@
  *   3     recipe disk cache settings                 graph/recipe_disk.c
  *   10    capture state, per card                   graph/capture.c
  *   20    pending lazy graph, per card              graph/lazy.c
- *   30    recipe cache (memory), recipe cache disk,  graph/recipe_cache.c,
- *         recompile reasons                          graph/recipe_disk.c, graph/lazy.c
+ *   30    recipe cache (memory), recipe cache disk   graph/recipe_cache.c,
+ *                                                    graph/recipe_disk.c
  *   40    QUEUE_WAIT (no mutex: waiting for a card queue, or running its task)
  *   45    HCCL: a communicator's ticket lock, zero-copy arena table (hccl/src; plain
  *         pthread mutexes, taken on the host and in queue tasks, above QUEUE_WAIT)
@@ -26,8 +26,8 @@
  *   60    the kernel thread pool's running job         runtime/parallel.c
  *   65    the kernel thread pool's state              runtime/parallel.c
  *   70    caching allocator, per card                runtime/allocator.c
- *   80    leaves: generators, events, metrics, graph records' spare list
- *                                                    runtime/, graph/graph.c
+ *   80    leaves: generators, events, metrics, graph records' spare list,
+ *         recompile reasons                          runtime/, graph/graph.c, graph/lazy.c
  *
  * Two locks of one rank are never held together (per-card locks are taken
  * one card at a time).
