@@ -63,5 +63,5 @@ if torch.accelerator.current_accelerator() is None:
         "(it then loads with `import torch`), or import habana_torch before other libraries; "
         "TORCH_DEVICE_BACKEND_AUTOLOAD=0 disables the automatic load.")
 
-__version__ = "0.1.0"
+from habana_torch.version import __version__, GAUDI_API_VERSION  # noqa: E402
 __all__ = ["hpu", "core", "metrics"]
