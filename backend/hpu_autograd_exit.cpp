@@ -101,6 +101,9 @@ void run_probes(const std::shared_ptr<Handshake>& hs) {
 
 void autograd_exit_handshake() {
   if (!EngineDeviceQueues::started(Engine::get_default_engine())) return;
+  // Engine threads run hpu work only once the cards have started; a process
+  // that only ran autograd on the CPU must not start them at exit.
+  if (!hpu_is_initialized()) return;
   const double limit = wait_limit_seconds();
   if (limit <= 0) return;
   auto hs = std::make_shared<Handshake>();

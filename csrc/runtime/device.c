@@ -134,6 +134,20 @@ static hpu_status_t parse_card_memory(size_t *out) {
   return st;
 }
 
+/* Every setting init needs, checked. Called with init_mu held. */
+static hpu_status_t read_settings(int *cards, size_t *mem) {
+  hpu_status_t st = parse_num_cards(cards);
+  if (st == HPU_SUCCESS) st = parse_visible(*cards);
+  if (st == HPU_SUCCESS) st = parse_card_memory(mem);
+  /* The other modules' settings, read lazily where they are used (often
+   * where no error can be returned): a bad value fails here, so the user
+   * gets an error naming it at the first device call. */
+  if (st == HPU_SUCCESS) st = hpu_parallel_configure();
+  if (st == HPU_SUCCESS) st = hpu_lazy_configure();
+  if (st == HPU_SUCCESS) st = hpu_queue_configure();
+  return st;
+}
+
 hpu_status_t hpu_init(void) {
   if (atomic_load_explicit(&forked, memory_order_acquire)) return forked_error();
   if (atomic_load_explicit(&initialized, memory_order_acquire)) return HPU_SUCCESS;
@@ -142,15 +156,7 @@ hpu_status_t hpu_init(void) {
   if (!atomic_load(&initialized)) {
     int cards = 0;
     size_t mem = 0;
-    st = parse_num_cards(&cards);
-    if (st == HPU_SUCCESS) st = parse_visible(cards);
-    if (st == HPU_SUCCESS) st = parse_card_memory(&mem);
-    /* The other modules' settings, read lazily where they are used (often
-     * where no error can be returned): a bad value fails here, so the user
-     * gets an error naming it at the first device call. */
-    if (st == HPU_SUCCESS) st = hpu_parallel_configure();
-    if (st == HPU_SUCCESS) st = hpu_lazy_configure();
-    if (st == HPU_SUCCESS) st = hpu_queue_configure();
+    st = read_settings(&cards, &mem);
     if (st == HPU_SUCCESS) {
       num_cards = cards;
       card_memory = mem;
@@ -195,12 +201,32 @@ hpu_status_t hpu_rt_enter_device(int device) {
 
 size_t hpu_rt_card_memory(void) { return card_memory; }
 
+/* Counting reads the card settings but does not start the runtime, as
+ * CUDA's count does not create a context: autograd asks every registered
+ * device type for its count, and a process that only asked must still be
+ * able to fork children that use the hpu. Until init the answer follows the
+ * environment as it is now; init reads it again and fixes it. */
 hpu_status_t hpu_device_count(int *count) {
   if (!count) return hpu_error(HPU_ERROR_INVALID_ARGUMENT, "hpu_device_count: count is NULL");
-  hpu_status_t st = hpu_rt_enter();
-  if (st != HPU_SUCCESS) return st;
-  *count = visible_count;
-  return HPU_SUCCESS;
+  if (atomic_load_explicit(&forked, memory_order_acquire)) return forked_error();
+  if (atomic_load_explicit(&initialized, memory_order_acquire)) {
+    *count = visible_count;
+    return HPU_SUCCESS;
+  }
+  hpu_mutex_lock(&init_mu);
+  hpu_status_t st = HPU_SUCCESS;
+  if (!atomic_load(&initialized)) {
+    /* The same checks as init, so that a bad setting makes the count an
+     * error (is_available() False) rather than a failure at first use.
+     * parse_visible fills the globals init fills: harmless, since nothing
+     * reads them before init, and init reads them again under this lock. */
+    int cards = 0;
+    size_t mem = 0;
+    st = read_settings(&cards, &mem);
+  }
+  if (st == HPU_SUCCESS) *count = visible_count;
+  hpu_mutex_unlock(&init_mu);
+  return st;
 }
 
 hpu_status_t hpu_device_get_props(int device, hpu_device_props_t *props) {
