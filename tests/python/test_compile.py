@@ -304,3 +304,23 @@ def test_trainer_torch_compile_picks_hpu_backend(tmp_path):
     assert runs["fallbacks"] == {}
     assert len(runs["compiled"]["losses"]) == 2
     torch.testing.assert_close(runs["compiled"]["losses"], runs["cpu"]["losses"], rtol=1e-4, atol=1e-5)
+
+
+def test_compile_then_capture_in_an_hpu_graph():
+    """A compiled module (already compiled: dynamo cannot trace while a card
+    captures) captured in an HPU graph: each replay reads the new input."""
+    cpu_model = mlp().eval()
+    compiled = torch.compile(copy.deepcopy(cpu_model).to("hpu"), backend="hpu_backend")
+    static_x = torch.randn(4, 12).to("hpu")
+    with torch.no_grad():
+        compiled(static_x)  # compiles
+        htcore.mark_step()
+        g = torch.hpu.HPUGraph()
+        with torch.hpu.graph(g):
+            static_out = compiled(static_x)
+        assert g.num_nodes >= 6
+        for seed in (5, 6):
+            x = torch.randn(4, 12, generator=torch.Generator().manual_seed(seed))
+            static_x.copy_(x.to("hpu"))
+            g.replay()
+            torch.testing.assert_close(static_out.cpu(), cpu_model(x), **TOL)
