@@ -324,3 +324,33 @@ def test_compile_then_capture_in_an_hpu_graph():
             static_x.copy_(x.to("hpu"))
             g.replay()
             torch.testing.assert_close(static_out.cpu(), cpu_model(x), **TOL)
+
+
+def test_an_op_without_kernel_falls_back_and_is_counted():
+    """median has no hpu kernel and no decomposition: inside a compiled graph
+    it runs through the CPU fallback, counted, between recorded parts."""
+    def fn(x):
+        return (x * 2 + 1).median(dim=1).values.relu() - 1
+
+    x = torch.randn(6, 9)
+    out = torch.compile(fn, backend="hpu_backend")(x.to("hpu"))
+    torch.testing.assert_close(out.cpu(), fn(x), **TOL)
+    assert "aten::median.dim_values" in habana_torch.metrics.cpu_fallback_counts() or \
+        any("median" in op for op in habana_torch.metrics.cpu_fallback_counts())
+
+
+def test_dropout_is_decomposed_not_a_fallback():
+    """Training-mode dropout reaches AOTAutograd as native_dropout, which has
+    no hpu kernel: decomposed (rand_like, compare, scale), it stays in the
+    recorded graph. Each output is 0 or the input / (1 - p), and the gradient
+    uses the same mask."""
+    drop = torch.nn.Dropout(0.25).train()
+    x = (torch.rand(64, 32) + 0.5).to("hpu").requires_grad_()
+    out = torch.compile(drop, backend="hpu_backend")(x)
+    out.sum().backward()
+    assert habana_torch.metrics.cpu_fallback_counts() == {}
+    o, xi, grad = out.detach().cpu(), x.detach().cpu(), x.grad.cpu()
+    kept = o != 0
+    assert 0.6 < kept.float().mean().item() < 0.9
+    torch.testing.assert_close(o[kept], xi[kept] / 0.75)
+    torch.testing.assert_close(grad, kept.float() / 0.75)
