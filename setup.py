@@ -55,6 +55,10 @@ setup(
     # `import torch` loads habana_torch first (PyTorch's device-backend
     # autoload), before anything can ask PyTorch for its accelerator:
     # PyTorch reads the HPU hooks once and keeps what it found.
-    entry_points={"torch.backends": ["habana_torch = habana_torch._autoload:load"]},
+    # torch.compile(backend="hpu_backend"): dynamo's registry of backends
+    # (habana_torch.dynamo.registry also adds it when the package is not
+    # installed, e.g. run from a source tree).
+    entry_points={"torch.backends": ["habana_torch = habana_torch._autoload:load"],
+                  "torch_dynamo_backends": ["hpu_backend = habana_torch.dynamo.backend:hpu_backend"]},
     install_requires=["torch==2.13.0"],
 )

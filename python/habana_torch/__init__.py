@@ -6,7 +6,8 @@ Importing it registers the built-in ``hpu`` device with PyTorch::
     x = torch.randn(4, 8).to("hpu")
 
 ``habana_torch.hpu`` becomes ``torch.hpu``; ``habana_torch.core`` mirrors
-``habana_frameworks.torch.core`` (``mark_step``). The package
+``habana_frameworks.torch.core`` (``mark_step``); ``torch.compile(model,
+backend="hpu_backend")`` compiles for the hpu (``habana_torch.dynamo``). The package
 ``habana_frameworks.torch``, installed alongside, is Gaudi's import path
 over these modules, so scripts and libraries written for Gaudi find them.
 """
@@ -17,6 +18,7 @@ from . import hpu
 from . import core
 from . import metrics
 from . import hpex  # loads the autocast op lists (hmp/); hpex.hmp is Gaudi's HMP
+from . import dynamo  # torch.compile(backend="hpu_backend"); dynamo itself loads on first use
 
 if not hasattr(torch, "hpu"):
     torch._register_device_module("hpu", hpu)
