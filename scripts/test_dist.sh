@@ -3,7 +3,7 @@
 # collective (torchrun 2 ranks, mpirun 4 ranks, lazy mode), DDP on a small BERT
 # vs one CPU process (2 and 4 ranks, torchrun and mpirun, lazy mode), FSDP1/2,
 # accelerate's Accelerator as MULTI_HPU over hccl (torchrun 2 ranks, lazy and
-# eager), DeepSpeed ZeRO-1/2 vs the same run on gloo and tensor-parallel
+# eager), DeepSpeed ZeRO-1/2/3 vs the same run on gloo and tensor-parallel
 # inference (torchrun 2 ranks), card acquisition, the gaudi_spawn launcher, a
 # killed rank, two hosts in network namespaces, and a subset of PyTorch's
 # _DistTestBase.
@@ -55,10 +55,10 @@ else
   echo "SKIP  accelerate MULTI_HPU: needs the accelerate package (pip install accelerate)"
 fi
 if python -c "import deepspeed" 2>/dev/null; then
-  # ZeRO 1/2: the same run on the CPU over gloo first (its parameters are the hpu runs' reference).
-  step "deepspeed ZeRO-1/2 cpu gloo x2" "DEEPSPEED ZERO2 OK accel=gloo world=2" 300 env DS_ACCELERATOR=cpu bash -c "trun 2 tests/dist/deepspeed_worker.py --save $logs/deepspeed_cpu.pt"
-  step "deepspeed ZeRO-1/2 hccl lazy x2" "DEEPSPEED ZERO2 OK accel=hccl world=2 lazy=1 .*compare" 300 env PT_HPU_LAZY_MODE=1 bash -c "trun 2 tests/dist/deepspeed_worker.py --compare $logs/deepspeed_cpu.pt"
-  step "deepspeed ZeRO-1/2 hccl eager x2" "DEEPSPEED ZERO2 OK accel=hccl world=2 lazy=0 .*compare" 300 env PT_HPU_LAZY_MODE=0 bash -c "trun 2 tests/dist/deepspeed_worker.py --compare $logs/deepspeed_cpu.pt"
+  # ZeRO 1/2/3: the same run on the CPU over gloo first (its parameters are the hpu runs' reference).
+  step "deepspeed ZeRO-1/2/3 cpu gloo x2" "DEEPSPEED ZERO3 OK accel=gloo world=2" 300 env DS_ACCELERATOR=cpu bash -c "trun 2 tests/dist/deepspeed_worker.py --save $logs/deepspeed_cpu.pt"
+  step "deepspeed ZeRO-1/2/3 hccl lazy x2" "DEEPSPEED ZERO3 OK accel=hccl world=2 lazy=1 .*compare" 300 env PT_HPU_LAZY_MODE=1 bash -c "trun 2 tests/dist/deepspeed_worker.py --compare $logs/deepspeed_cpu.pt"
+  step "deepspeed ZeRO-1/2/3 hccl eager x2" "DEEPSPEED ZERO3 OK accel=hccl world=2 lazy=0 .*compare" 300 env PT_HPU_LAZY_MODE=0 bash -c "trun 2 tests/dist/deepspeed_worker.py --compare $logs/deepspeed_cpu.pt"
   step "deepspeed inference TP lazy x2" "DEEPSPEED TP OK world=2 lazy=1" 300 env PT_HPU_LAZY_MODE=1 bash -c 'trun 2 tests/dist/deepspeed_inference_worker.py'
 else
   echo "SKIP  deepspeed: needs the deepspeed package (pip install deepspeed)"

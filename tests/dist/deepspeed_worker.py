@@ -1,6 +1,6 @@
 """DeepSpeed ZeRO on several cards: under torchrun, DeepSpeed picks its HPU
 accelerator (habana_frameworks.torch.hpu imports) and the hccl backend, and
-a few ZeRO stage 1 and stage 2 training steps (fp32, gradients clipped by
+a few ZeRO stage 1, 2 and 3 training steps (fp32, gradients clipped by
 their global norm, DeepSpeed's FusedAdam, which runs
 torch.ops.hpu.optimizer_adamw) reach the parameters that
 
@@ -73,7 +73,8 @@ def run_zero(stage, accel, world, rank):
         "train_micro_batch_size_per_gpu": BATCH,
         "gradient_accumulation_steps": 1,
         "optimizer": {"type": "AdamW", "params": {"lr": LR, "weight_decay": WD, "eps": EPS, "torch_adam": on_cpu}},
-        "zero_optimization": {"stage": stage},
+        # Stage 3 partitions every parameter (by default small ones stay whole).
+        "zero_optimization": {"stage": stage, **({"stage3_param_persistence_threshold": 0} if stage == 3 else {})},
         "gradient_clipping": CLIP,
         "steps_per_print": 10**6,
     }
@@ -98,7 +99,13 @@ def run_zero(stage, accel, world, rank):
         mean = loss.detach().clone()
         dist.all_reduce(mean)
         losses.append(mean.item() / world)
-    params = [p.detach().cpu().clone() for p in engine.module.parameters()]
+    if stage == 3:
+        parts = list(engine.module.parameters())
+        assert all(p.ds_tensor.numel() < p.ds_numel for p in parts), "ZeRO-3 left a parameter whole"
+        with deepspeed.zero.GatheredParameters(parts):
+            params = [p.detach().cpu().clone() for p in parts]
+    else:
+        params = [p.detach().cpu().clone() for p in engine.module.parameters()]
     engine.destroy()
     return params, losses
 
@@ -109,7 +116,7 @@ def max_diff(a, b):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--stages", default="1,2")
+    parser.add_argument("--stages", default="1,2,3")
     parser.add_argument("--save", help="write this run's parameters (a reference for --compare)")
     parser.add_argument("--compare", help="check the parameters against a --save of another run")
     args = parser.parse_args()
