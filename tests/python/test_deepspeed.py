@@ -8,7 +8,6 @@ ZeRO stage 1/2 over hccl and tensor-parallel inference on 2 ranks are
 multi-process tests: tests/dist/deepspeed_worker.py and
 tests/dist/deepspeed_inference_worker.py (run by scripts/test_dist.sh)."""
 import copy
-import inspect
 import math
 import os
 
