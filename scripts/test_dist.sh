@@ -3,12 +3,14 @@
 # collective (torchrun 2 ranks, mpirun 4 ranks, lazy mode), DDP on a small BERT
 # vs one CPU process (2 and 4 ranks, torchrun and mpirun, lazy mode), FSDP1/2,
 # accelerate's Accelerator as MULTI_HPU over hccl (torchrun 2 ranks, lazy and
-# eager), card acquisition, the gaudi_spawn launcher, a killed rank, two hosts
-# in network namespaces, and a subset of PyTorch's _DistTestBase.
+# eager), DeepSpeed ZeRO-1/2/3 vs the same run on gloo and tensor-parallel
+# inference (torchrun 2 ranks), card acquisition, the gaudi_spawn launcher, a
+# killed rank, two hosts in network namespaces, and a subset of PyTorch's
+# _DistTestBase.
 #
 # Usage: scripts/test_dist.sh [--quick]     (--quick: skip mpirun/4-rank/two-host/_DistTestBase)
 # Needs: habana_torch importable (installed, or PYTHONPATH), torchrun, mpirun
-# (OpenMPI), transformers, accelerate; root for the two-host test (skipped otherwise).
+# (OpenMPI), transformers, accelerate, deepspeed; root for the two-host test (skipped otherwise).
 # Ends non-zero if any step failed; leaves nothing in /dev/shm.
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -36,7 +38,7 @@ step() {  # step <name> <expect-regex> <timeout-s> cmd...
     fail=$((fail + 1)); failed+=("$name"); printf 'FAIL  %-44s %4ss (rc %s, log %s)\n' "$name" $((SECONDS - t0)) $rc "$log"
     grep -Ev "Warning|warn\(|^\s*$" "$log" | tail -15 | sed 's/^/      /'
   fi
-  grep -hE "^(DDP|FSDP|ACCELERATE|COLLECTIVES|FAULT|CARD|TWO|RESULT)" "$log" | sed 's/^/      /' | head -12
+  grep -hE "^(DDP|FSDP|ACCELERATE|DEEPSPEED|COLLECTIVES|FAULT|CARD|TWO|RESULT)" "$log" | sed 's/^/      /' | head -12
 }
 trun() { python -m torch.distributed.run --nproc_per_node="$1" --master_port="$MASTER_PORT" "${@:2}"; }
 export -f trun
@@ -52,6 +54,15 @@ if python -c "import accelerate" 2>/dev/null; then
 else
   echo "SKIP  accelerate MULTI_HPU: needs the accelerate package (pip install accelerate)"
 fi
+if python -c "import deepspeed" 2>/dev/null; then
+  # ZeRO 1/2/3: the same run on the CPU over gloo first (its parameters are the hpu runs' reference).
+  step "deepspeed ZeRO-1/2/3 cpu gloo x2" "DEEPSPEED ZERO3 OK accel=gloo world=2" 300 env DS_ACCELERATOR=cpu bash -c "trun 2 tests/dist/deepspeed_worker.py --save $logs/deepspeed_cpu.pt"
+  step "deepspeed ZeRO-1/2/3 hccl lazy x2" "DEEPSPEED ZERO3 OK accel=hccl world=2 lazy=1 .*compare" 300 env PT_HPU_LAZY_MODE=1 bash -c "trun 2 tests/dist/deepspeed_worker.py --compare $logs/deepspeed_cpu.pt"
+  step "deepspeed ZeRO-1/2/3 hccl eager x2" "DEEPSPEED ZERO3 OK accel=hccl world=2 lazy=0 .*compare" 300 env PT_HPU_LAZY_MODE=0 bash -c "trun 2 tests/dist/deepspeed_worker.py --compare $logs/deepspeed_cpu.pt"
+  step "deepspeed inference TP lazy x2" "DEEPSPEED TP OK world=2 lazy=1" 300 env PT_HPU_LAZY_MODE=1 bash -c 'trun 2 tests/dist/deepspeed_inference_worker.py'
+else
+  echo "SKIP  deepspeed: needs the deepspeed package (pip install deepspeed)"
+fi
 step "card lock" "CARD LOCK OK" 120 python tests/dist/card_lock_check.py
 step "launcher gaudi_spawn (torchrun)" "DDP plain OK world=2" 300 bash -c 'python examples/gaudi_spawn.py --world_size 2 --master_port $MASTER_PORT tests/dist/ddp_bert_worker.py --modes plain'
 step "killed rank -> exception x3" "FAULT CHECK OK" 200 env FAULT_TIMEOUT_S=10 python tests/dist/fault_check.py 3
@@ -60,6 +71,9 @@ if [ $quick = 0 ]; then
   step "ddp bert mpirun x4" "DDP hook OK world=4" 400 "${MPI[@]}" -x MASTER_PORT python tests/dist/ddp_bert_worker.py
   step "ddp bert torchrun x4" "DDP plain OK world=4" 300 bash -c 'trun 4 tests/dist/ddp_bert_worker.py --modes plain,no_sync'
   step "launcher gaudi_spawn --use_mpi" "DDP plain OK world=2" 300 bash -c 'python examples/gaudi_spawn.py --world_size 2 --use_mpi --master_port $MASTER_PORT tests/dist/ddp_bert_worker.py --modes plain'
+  if python -c "import deepspeed" 2>/dev/null; then
+    step "deepspeed inference TP eager x2" "DEEPSPEED TP OK world=2 lazy=0" 300 env PT_HPU_LAZY_MODE=0 bash -c 'trun 2 tests/dist/deepspeed_inference_worker.py'
+  fi
   if [ "$(id -u)" = 0 ] && command -v ip >/dev/null && ip netns list >/dev/null 2>&1; then
     step "two hosts (netns+veth) 2x2" "TWO HOSTS OK" 400 bash tests/dist/two_hosts.sh 20
   else

@@ -288,3 +288,33 @@ def test_import_torch_autoloads_habana_torch_before_other_libraries():
     """)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split("\n")[:2] == ["True hpu", "[3.0, 3.0]"]
+
+
+def test_set_device_without_index_keeps_the_current_card():
+    """torch.device("hpu") names the current card (DeepSpeed's ZeRO-3 passes it)."""
+    torch.hpu.set_device(1)
+    try:
+        for d in ("hpu", torch.device("hpu")):
+            torch.hpu.set_device(d)
+            assert torch.hpu.current_device() == 1
+    finally:
+        torch.hpu.set_device(0)
+    with pytest.raises(ValueError, match="Expected an hpu device"):
+        torch.hpu.set_device("cpu")
+
+
+def test_record_stream():
+    """Nothing to record (one in-order queue per card), but the call works,
+    as ZeRO-3 makes it when it frees a parameter, and the block is reused
+    safely: work queued on another stream still reads the old values."""
+    s = torch.hpu.Stream()
+    x = torch.arange(1000.0, device="hpu")
+    with torch.hpu.stream(s):
+        y = x * 2
+    x.record_stream(s)
+    del x
+    z = torch.zeros(1000, device="hpu")  # may take x's block
+    torch.hpu.synchronize()
+    assert torch.equal(y.cpu(), torch.arange(1000.0) * 2) and not z.cpu().any()
+    with pytest.raises(ValueError, match="must be one of the tensor's card"):
+        torch.ones(2, device="hpu:1").record_stream(s)

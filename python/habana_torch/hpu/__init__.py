@@ -108,6 +108,12 @@ def current_device():
 
 
 def set_device(device):
+    if isinstance(device, (str, torch.device)):
+        d = torch.device(device)
+        if d.type == "hpu" and d.index is None:
+            # "hpu" names the current card, as on Gaudi: DeepSpeed's HPU
+            # accelerator passes it (ZeRO-3's Init), and nothing changes.
+            return
     idx = _device_index(device)
     if idx >= 0:
         _lazy_init()

@@ -87,3 +87,20 @@ class stream:
         if self.prev is not None:
             set_stream(self.prev)
         return False
+
+
+# Tensor.record_stream on the hpu. A card's streams are logical ids on its one
+# in-order queue, and a freed block is reused only by work queued after
+# every earlier reader (docs/ARCHITECTURE.md, "The card's queue"), so a block
+# used on another stream is already safe from early reuse: there is nothing
+# to record. (DeepSpeed's ZeRO-3 calls it when it frees a partitioned
+# parameter.) Without this kernel the op fell through to the CPU, which has
+# none.
+def _record_stream(tensor, s):
+    if s.device.type != "hpu" or s.device.index != tensor.device.index:
+        raise ValueError(f"record_stream: the stream must be one of the tensor's card ({tensor.device}), "
+                         f"got a stream of {s.device}")
+
+
+_aten_hpu = torch.library.Library("aten", "IMPL")
+_aten_hpu.impl("record_stream", _record_stream, "HPU")
