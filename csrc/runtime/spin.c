@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 
 #include "runtime/runtime.h"
+#include "runtime/schedule_policy.h"
 
 static int single_cpu = -1;
 static pthread_once_t cpu_once = PTHREAD_ONCE_INIT;
@@ -28,7 +29,7 @@ int hpu_spin_until(int (*cond)(void *), void *arg, uint64_t budget_ns) {
   if (single_cpu || budget_ns == 0) return 0;
   uint64_t deadline = hpu_now_ns() + budget_ns;
   for (;;) {
-    for (int i = 0; i < 64; i++) {
+    for (int i = 0; i < HPU_SPIN_BURST; i++) {
       if ((r = cond(arg))) return r;
       hpu_cpu_relax();
     }
