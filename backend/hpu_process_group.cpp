@@ -1,67 +1,28 @@
 // The "hccl" process-group backend: a c10d::Backend over the HCCL C API.
 //
 // Thin by design: argument checks that need at::Tensor, the tensor ->
-// (pointer, count, dtype) mapping, and the c10d Work/Future plumbing live
+// (pointer, count, dtype) mapping and the issue of each collective live
 // here; every collective, its ordering, timeouts and peer-death handling are
-// HCCL's. A collective on hpu tensors is enqueued on the card's current
-// stream (behind the compute already queued; lazy mode flushes the pending
-// graph at that enqueue) and returns at once. A watcher thread per backend
-// waits for an event recorded behind it and then completes the Work and its
-// Future (with the tensor list, as DDP's comm hooks expect) or fails them
-// with HCCL's error text; a wait() that comes first synchronizes the card
-// and completes the Work itself. A blocking call (async_op=False) on hpu
-// tensors, and every collective on CPU tensors, runs synchronously on the
-// calling thread (HCCL's NULL stream), the former once the card is idle.
+// HCCL's. The Work it returns, the c10d op registration and the Python
+// bindings are in the other hpu_process_group*.cpp files
+// (hpu_process_group.h has the overview of how a collective completes).
 #ifdef HPU_WITH_HCCL
 
-#include <pybind11/chrono.h>
-#include <pybind11/pybind11.h>
-#include <pybind11/stl.h>
-#include <torch/csrc/Exceptions.h>
-#include <torch/csrc/distributed/c10d/Backend.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
-#include <torch/library.h>
-#include <torch/csrc/distributed/c10d/Store.hpp>
-#include <torch/csrc/distributed/c10d/Types.hpp>
-#include <torch/csrc/distributed/c10d/Work.hpp>
-#include <torch/csrc/utils/pybind.h>
+#include "hpu_process_group.h"
 
-#include <atomic>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+
 #include <condition_variable>
 #include <deque>
 #include <functional>
 #include <mutex>
 #include <thread>
 
-#include "hpu_common.h"
-
-extern "C" {
-#include "hccl.h"
-}
-
-namespace py = pybind11;
-
 namespace habana_torch {
 namespace {
 
 using c10d::OpType;
 using c10d::ReduceOp;
-using Stream = hpu_stream_t;
-
-std::string hccl_message(hcclComm_t comm, hcclResult_t r) {
-  const char* last = hcclGetLastError(comm);
-  std::string msg = hcclGetErrorString(r);
-  if (last && *last) msg += std::string(": ") + last;
-  return msg;
-}
-
-// Bad arguments are ValueError; everything else (peer died, timed out,
-// aborted, system errors) is torch.distributed.DistBackendError.
-[[noreturn]] void throw_hccl(hcclComm_t comm, hcclResult_t r, const char* what) {
-  std::string msg = std::string("hccl ") + what + " failed: " + hccl_message(comm, r);
-  if (r == hcclInvalidArgument || r == hcclInvalidUsage) TORCH_CHECK_VALUE(false, msg);
-  C10_THROW_ERROR(DistBackendError, msg);
-}
 
 hcclDataType_t to_hccl_dtype(at::ScalarType t) {
   switch (t) {
@@ -119,131 +80,6 @@ void apply_premul(const ReduceOp& op, at::Tensor& t) {
   if (s->tensor_factor.defined()) t.mul_(s->tensor_factor.to(t.device()));
   else t.mul_(s->double_factor);
 }
-
-// The communicator as works see it: the backend clears `comm` under `mu`
-// when it shuts down or aborts, so a work that outlives its backend never
-// touches a destroyed communicator.
-struct CommRef {
-  std::mutex mu;
-  hcclComm_t comm = nullptr;
-};
-
-// How a collective on a card ended, once its place in the card queue has
-// passed: the communicator's failure if it has one (a dead or stuck peer:
-// HCCL gives up within the timeout), else the card's error, else success.
-std::exception_ptr collective_error(CommRef& ref, int rank, OpType type, const std::string& card_error) {
-  hcclResult_t async = hcclSuccess;
-  std::string msg;
-  {
-    std::lock_guard<std::mutex> g(ref.mu);
-    if (ref.comm && hcclCommGetAsyncError(ref.comm, &async) == hcclSuccess && async != hcclSuccess)
-      msg = hccl_message(ref.comm, async);
-    else if (!ref.comm)
-      msg = "the process group was aborted";
-  }
-  if (msg.empty() && !card_error.empty()) msg = "the card reported: " + card_error;
-  if (msg.empty()) return nullptr;
-  try {
-    C10_THROW_ERROR(DistBackendError,
-                    c10::str("hccl ", c10d::opTypeToString(type), " failed on rank ", rank, ": ", msg));
-  } catch (...) {
-    return std::current_exception();
-  }
-}
-
-class WorkHCCL : public c10d::Work {
- public:
-  WorkHCCL(int rank, OpType type, std::vector<at::Tensor> outputs)
-      : c10d::Work(rank, type), outputs_(std::move(outputs)),
-        future_(c10::make_intrusive<at::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
-
-  bool isCompleted() override {
-    std::lock_guard<std::mutex> g(mutex_);
-    return completed_;
-  }
-  bool isSuccess() const override {
-    std::lock_guard<std::mutex> g(mutex_);
-    return completed_ && !exception_;
-  }
-  std::exception_ptr exception() const override {
-    std::lock_guard<std::mutex> g(mutex_);
-    return exception_;
-  }
-  std::vector<at::Tensor> result() override { return outputs_; }
-  // The card's queue is in order: work queued after this call on the card
-  // runs after the collective, so there is nothing to do.
-  void synchronize() override {}
-  bool wait(std::chrono::milliseconds timeout) override {
-    bool untimed = timeout == kNoTimeout || timeout.count() < 0;
-    if (untimed && card_ref_ && !isCompleted()) drive();
-    std::unique_lock<std::mutex> lock(mutex_);
-    auto done = [&] { return completed_; };
-    if (untimed) {
-      cv_.wait(lock, done);
-    } else if (!cv_.wait_for(lock, timeout, done)) {
-      C10_THROW_ERROR(DistBackendError, c10::str("hccl: ", c10d::opTypeToString(opType_),
-                                                 " did not complete within ", timeout.count(), " ms"));
-    }
-    if (exception_) std::rethrow_exception(exception_);
-    return true;
-  }
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
-
-  // A collective on card tensors: its future completes as soon as it is
-  // queued, as a CUDA future does. Its value is the card tensors, and
-  // everything done with them (DDP copying the bucket back into the grads,
-  // a comm hook's division, a host read that synchronizes) is queued on the
-  // same card behind the collective. DDP waits for this future at the end
-  // of every backward: completing it at the card's pace stopped the host
-  // there until the card had run the whole step (in lazy mode the step's
-  // graph only starts at that collective), so host recording and card
-  // execution never overlapped. wait() still blocks until the collective
-  // ran; a failure reaches the future's users through the communicator
-  // (the next collective and the card's next synchronize raise it).
-  void complete_future_queued() {
-    future_queued_ = true;
-    future_->markCompleted(c10::IValue(outputs_));
-  }
-
-  // wait() may then finish the work itself (see drive()).
-  void set_card(hpu_stream_t stream, std::shared_ptr<CommRef> ref) {
-    stream_ = stream;
-    card_ref_ = std::move(ref);
-  }
-
-  // The first completion wins: wait() and the watcher may both get here.
-  void complete(std::exception_ptr error) {
-    {
-      std::lock_guard<std::mutex> g(mutex_);
-      if (completed_) return;
-      completed_ = true;
-      exception_ = error;
-    }
-    cv_.notify_all();
-    if (future_queued_) return;
-    if (error) future_->setError(error);
-    else future_->markCompleted(c10::IValue(outputs_));
-  }
-
- private:
-  // Synchronizes the card on the waiting thread, as torch.hpu.synchronize
-  // does: a queued task nobody has started yet (the collective itself, when
-  // wait() follows the call) runs right here. Leaving it to the watcher
-  // cost three thread hand-offs per blocking collective (host -> queue
-  // worker -> watcher -> host): about half of a 1 MB all_reduce's time
-  // on 2 cores.
-  // Work queued after the collective is waited for too.
-  void drive() {
-    hpu_status_t st = hpu_stream_synchronize(stream_);
-    complete(collective_error(*card_ref_, rank_, opType_, st == HPU_SUCCESS ? "" : hpu_last_error()));
-  }
-
-  std::vector<at::Tensor> outputs_;
-  c10::intrusive_ptr<c10::ivalue::Future> future_;
-  bool future_queued_ = false;  // set before the watcher can see the work
-  hpu_stream_t stream_{};
-  std::shared_ptr<CommRef> card_ref_;  // set for works on card tensors only
-};
 
 class ProcessGroupHCCL : public c10d::Backend {
  public:
@@ -913,224 +749,29 @@ class ProcessGroupHCCL : public c10d::Backend {
   std::thread watcher_;
 };
 
-// ---- the c10d ops for the HPU dispatch key ----
-// torch.distributed calls ProcessGroup methods through c10d:: ops that
-// PyTorch registers for CPU, CUDA and PrivateUse1 only; without these, hpu
-// tensors would reach the generic CPU fallback. Each forwards to the
-// process group's hpu backend, as PyTorch's Ops.cpp does for other devices.
-namespace hpu_c10d_ops {
-using c10d::ProcessGroup;
-using c10d::Work;
-using PG = c10::intrusive_ptr<ProcessGroup>;
-using WorkPtr = c10::intrusive_ptr<Work>;
-using TensorLists = std::vector<std::vector<at::Tensor>>;
-constexpr auto kHPU = c10::DeviceType::HPU;
-inline std::chrono::milliseconds ms(int64_t t) { return std::chrono::milliseconds(t); }
-inline c10::intrusive_ptr<c10d::Backend> be(const PG& pg) { return pg->getBackend(kHPU); }
-
-std::tuple<std::vector<at::Tensor>, WorkPtr> allreduce_(at::TensorList tensors, const PG& pg,
-                                                        const c10::intrusive_ptr<ReduceOp>& op,
-                                                        const std::optional<at::Tensor>& sparse_indices, bool async_op,
-                                                        int64_t timeout) {
-  auto v = tensors.vec();
-  c10d::AllreduceOptions o;
-  o.reduceOp = *op;
-  o.timeout = ms(timeout);
-  o.asyncOp = async_op;
-  o.sparseIndices = sparse_indices;
-  auto w = be(pg)->allreduce(v, o);
-  return {std::move(v), w};
-}
-WorkPtr allreduce_coalesced_(at::TensorList tensors, const PG& pg, const c10::intrusive_ptr<ReduceOp>& op,
-                             bool async_op, int64_t timeout) {
-  auto v = tensors.vec();
-  c10d::AllreduceCoalescedOptions o;
-  o.reduceOp = *op;
-  o.timeout = ms(timeout);
-  o.asyncOp = async_op;
-  return be(pg)->allreduce_coalesced(v, o);
-}
-std::tuple<std::vector<at::Tensor>, WorkPtr> broadcast_(at::TensorList tensors, const PG& pg, int64_t root_rank,
-                                                        int64_t root_tensor, bool async_op, int64_t timeout) {
-  auto v = tensors.vec();
-  auto w = be(pg)->broadcast(v, c10d::BroadcastOptions{root_rank, root_tensor, ms(timeout), async_op});
-  return {std::move(v), w};
-}
-WorkPtr reduce_(at::TensorList tensors, const PG& pg, const c10::intrusive_ptr<ReduceOp>& op, int64_t root_rank,
-                int64_t root_tensor, bool async_op, int64_t timeout) {
-  auto v = tensors.vec();
-  return be(pg)->reduce(v, c10d::ReduceOptions{*op, root_rank, root_tensor, ms(timeout), async_op});
-}
-std::tuple<TensorLists, WorkPtr> allgather_(const TensorLists& outputs, at::TensorList inputs, const PG& pg,
-                                            bool async_op, int64_t timeout) {
-  auto in = inputs.vec();
-  auto out = outputs;
-  auto w = be(pg)->allgather(out, in, c10d::AllgatherOptions{ms(timeout), async_op});
-  return {outputs, w};
-}
-std::tuple<at::Tensor, WorkPtr> _allgather_base_(at::Tensor& out, at::Tensor& in, const PG& pg, bool async_op,
-                                                 int64_t timeout) {
-  auto w = be(pg)->_allgather_base(out, in, c10d::AllgatherOptions{ms(timeout), async_op});
-  return {out, w};
-}
-WorkPtr allgather_coalesced_(const TensorLists& outputs, const at::TensorList& inputs, const PG& pg, bool async_op) {
-  auto in = inputs.vec();
-  auto out = outputs;
-  c10d::AllgatherOptions o;
-  o.asyncOp = async_op;
-  return be(pg)->allgather_coalesced(out, in, o);
-}
-WorkPtr allgather_into_tensor_coalesced_(at::TensorList outputs, at::TensorList inputs, const PG& pg,
-                                         bool async_op) {
-  auto out = outputs.vec();
-  auto in = inputs.vec();
-  c10d::AllgatherOptions o;
-  o.asyncOp = async_op;
-  return be(pg)->allgather_into_tensor_coalesced(out, in, o);
-}
-std::tuple<std::vector<at::Tensor>, WorkPtr> reduce_scatter_(const at::TensorList& outputs,
-                                                             const TensorLists& inputs, const PG& pg,
-                                                             const c10::intrusive_ptr<ReduceOp>& op, bool async_op,
-                                                             int64_t timeout) {
-  auto out = outputs.vec();
-  auto in = inputs;
-  auto w = be(pg)->reduce_scatter(out, in, c10d::ReduceScatterOptions{*op, ms(timeout), async_op});
-  return {std::move(out), w};
-}
-std::tuple<at::Tensor, WorkPtr> _reduce_scatter_base_(at::Tensor& out, at::Tensor& in, const PG& pg,
-                                                      const c10::intrusive_ptr<ReduceOp>& op, bool async_op,
-                                                      int64_t timeout) {
-  auto w = be(pg)->_reduce_scatter_base(out, in, c10d::ReduceScatterOptions{*op, ms(timeout), async_op});
-  return {out, w};
-}
-WorkPtr reduce_scatter_tensor_coalesced_(at::TensorList outputs, at::TensorList inputs, const PG& pg,
-                                         const c10::intrusive_ptr<ReduceOp>& op, bool async_op, int64_t timeout) {
-  auto out = outputs.vec();
-  auto in = inputs.vec();
-  return be(pg)->reduce_scatter_tensor_coalesced(out, in, c10d::ReduceScatterOptions{*op, ms(timeout), async_op});
-}
-WorkPtr gather_(const TensorLists& outputs, const at::TensorList& inputs, const PG& pg, int64_t root_rank,
-                bool async_op, int64_t timeout) {
-  auto out = outputs;
-  auto in = inputs.vec();
-  return be(pg)->gather(out, in, c10d::GatherOptions{root_rank, ms(timeout), async_op});
-}
-std::tuple<std::vector<at::Tensor>, WorkPtr> scatter_(const at::TensorList& outputs, const TensorLists& inputs,
-                                                      const PG& pg, int64_t root_rank, bool async_op,
-                                                      int64_t timeout) {
-  auto out = outputs.vec();
-  auto in = inputs;
-  auto w = be(pg)->scatter(out, in, c10d::ScatterOptions{root_rank, ms(timeout), async_op});
-  return {std::move(out), w};
-}
-std::tuple<std::vector<at::Tensor>, WorkPtr> alltoall_(const at::TensorList& outputs, const at::TensorList& inputs,
-                                                       const PG& pg, bool async_op, int64_t timeout) {
-  auto out = outputs.vec();
-  auto in = inputs.vec();
-  auto w = be(pg)->alltoall(out, in, c10d::AllToAllOptions{ms(timeout), async_op});
-  return {std::move(out), w};
-}
-WorkPtr alltoall_base_(at::Tensor& out, at::Tensor& in, const PG& pg, std::vector<int64_t> out_splits,
-                       std::vector<int64_t> in_splits, bool async_op, int64_t timeout) {
-  return be(pg)->alltoall_base(out, in, out_splits, in_splits, c10d::AllToAllOptions{ms(timeout), async_op});
-}
-WorkPtr send(at::TensorList tensors, const PG& pg, int64_t dst, int64_t tag) {
-  auto v = tensors.vec();
-  return be(pg)->send(v, (int)dst, (int)tag);
-}
-WorkPtr recv_(at::TensorList tensors, const PG& pg, int64_t src, int64_t tag) {
-  auto v = tensors.vec();
-  return be(pg)->recv(v, (int)src, (int)tag);
-}
-WorkPtr recv_any_source_(at::TensorList tensors, const PG& pg, int64_t tag) {
-  auto v = tensors.vec();
-  return be(pg)->recvAnysource(v, (int)tag);
-}
-WorkPtr barrier(at::Tensor /* tensor */, const PG& pg, const std::vector<int64_t>& device_ids, bool async_op,
-                int64_t timeout) {
-  c10d::BarrierOptions o;
-  o.device_ids = device_ids;
-  o.timeout = ms(timeout);
-  o.asyncOp = async_op;
-  return be(pg)->barrier(o);
-}
-}  // namespace hpu_c10d_ops
-
-TORCH_LIBRARY_IMPL(c10d, HPU, m) {
-  m.impl("allreduce_", hpu_c10d_ops::allreduce_);
-  m.impl("allreduce_coalesced_", hpu_c10d_ops::allreduce_coalesced_);
-  m.impl("broadcast_", hpu_c10d_ops::broadcast_);
-  m.impl("reduce_", hpu_c10d_ops::reduce_);
-  m.impl("allgather_", hpu_c10d_ops::allgather_);
-  m.impl("_allgather_base_", hpu_c10d_ops::_allgather_base_);
-  m.impl("allgather_coalesced_", hpu_c10d_ops::allgather_coalesced_);
-  m.impl("allgather_into_tensor_coalesced_", hpu_c10d_ops::allgather_into_tensor_coalesced_);
-  m.impl("reduce_scatter_", hpu_c10d_ops::reduce_scatter_);
-  m.impl("_reduce_scatter_base_", hpu_c10d_ops::_reduce_scatter_base_);
-  m.impl("reduce_scatter_tensor_coalesced_", hpu_c10d_ops::reduce_scatter_tensor_coalesced_);
-  m.impl("gather_", hpu_c10d_ops::gather_);
-  m.impl("scatter_", hpu_c10d_ops::scatter_);
-  m.impl("alltoall_", hpu_c10d_ops::alltoall_);
-  m.impl("alltoall_base_", hpu_c10d_ops::alltoall_base_);
-  m.impl("send", hpu_c10d_ops::send);
-  m.impl("recv_", hpu_c10d_ops::recv_);
-  m.impl("recv_any_source_", hpu_c10d_ops::recv_any_source_);
-  m.impl("barrier", hpu_c10d_ops::barrier);
-}
-
 }  // namespace
 
-void register_process_group(py::module_& m) {
-  m.def(
-      "_hccl_create_backend",
-      [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, int64_t timeout_ms, int device) {
-        HANDLE_TH_ERRORS
-        c10::intrusive_ptr<c10d::Backend> b;
-        {
-          py::gil_scoped_release no_gil;
-          b = c10::make_intrusive<ProcessGroupHCCL>(store, rank, size, timeout_ms, device);
-        }
-        return b;
-        END_HANDLE_TH_ERRORS_PYBIND
-      },
-      py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout_ms"), py::arg("device"));
-  m.def(
-      "_hccl_split_backend",
-      [](const c10::intrusive_ptr<c10d::Backend>& parent, int color, int key, int rank, int size) {
-        HANDLE_TH_ERRORS
-        auto* p = dynamic_cast<ProcessGroupHCCL*>(parent.get());
-        TORCH_CHECK_VALUE(p, "hccl: can only split an hccl backend");
-        c10::intrusive_ptr<c10d::Backend> b;
-        {
-          py::gil_scoped_release no_gil;
-          if (color < 0) {
-            hcclComm_t none = nullptr;
-            hcclResult_t r = hcclCommSplit(p->comm(), HCCL_SPLIT_NOCOLOR, key, &none, nullptr);
-            if (r != hcclSuccess) throw_hccl(p->comm(), r, "hcclCommSplit");
-          } else {
-            b = c10::make_intrusive<ProcessGroupHCCL>(*p, color, key, rank, size);
-          }
-        }
-        return b;
-        END_HANDLE_TH_ERRORS_PYBIND
-      },
-      py::arg("parent"), py::arg("color"), py::arg("key"), py::arg("rank"), py::arg("size"));
-  m.def("_hccl_backend_device", [](const c10::intrusive_ptr<c10d::Backend>& b) {
-    auto* p = dynamic_cast<ProcessGroupHCCL*>(b.get());
-    return p ? p->device() : -1;
-  });
-  m.def("_hccl_version", [] {
-    int v = 0;
-    hcclGetVersion(&v);
-    return v;
-  });
+c10::intrusive_ptr<c10d::Backend> hccl_backend_create(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                                                      int size, int64_t timeout_ms, int device) {
+  return c10::make_intrusive<ProcessGroupHCCL>(store, rank, size, timeout_ms, device);
+}
+
+c10::intrusive_ptr<c10d::Backend> hccl_backend_split(const c10::intrusive_ptr<c10d::Backend>& parent, int color,
+                                                     int key, int rank, int size) {
+  auto* p = dynamic_cast<ProcessGroupHCCL*>(parent.get());
+  TORCH_CHECK_VALUE(p, "hccl: can only split an hccl backend");
+  if (color >= 0) return c10::make_intrusive<ProcessGroupHCCL>(*p, color, key, rank, size);
+  hcclComm_t none = nullptr;
+  hcclResult_t r = hcclCommSplit(p->comm(), HCCL_SPLIT_NOCOLOR, key, &none, nullptr);
+  if (r != hcclSuccess) throw_hccl(p->comm(), r, "hcclCommSplit");
+  return {};
+}
+
+int hccl_backend_device(const c10d::Backend* backend) {
+  auto* p = dynamic_cast<const ProcessGroupHCCL*>(backend);
+  return p ? p->device() : -1;
 }
 
 }  // namespace habana_torch
 
-#else  // !HPU_WITH_HCCL
-#include <pybind11/pybind11.h>
-namespace habana_torch {
-void register_process_group(pybind11::module_&) {}
-}  // namespace habana_torch
-#endif
+#endif  // HPU_WITH_HCCL

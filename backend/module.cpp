@@ -63,7 +63,7 @@ std::vector<std::pair<std::string, int64_t>> metric_items(const std::string& pre
 void init_graph_bindings(py::module_& m);     // hpu_graphs.cpp
 void init_autocast_bindings(py::module_& m);  // hpu_autocast.cpp
 void init_autograd_exit_bindings(py::module_& m);  // hpu_autograd_exit.cpp
-void register_process_group(py::module_& m);  // hpu_process_group.cpp (the hccl backend)
+void register_process_group(py::module_& m);  // hpu_process_group_bindings.cpp (the hccl backend)
 }  // namespace habana_torch
 
 PYBIND11_MODULE(_C, m) {

@@ -14,6 +14,7 @@
 #include "hpu/status.h"
 #include "runtime/runtime.h"
 #include "runtime/lock.h"
+#include "runtime/schedule_policy.h"
 
 /* Small graphs (every eager op) keep their nodes inline: one malloc per launch. */
 #define INLINE_NODES 1
@@ -269,24 +270,8 @@ hpu_status_t hpu_graph_run_or_launch(hpu_graph_t *graph, hpu_stream_t stream) {
   return hpu_graph_launch(graph, stream);
 }
 
-/* Kernels up to this many elements over all operands (a [32x32] matmul,
- * an add of 1365 elements) run in well under a microsecond: less than
- * handing them to the queue's worker costs. */
-#define INLINE_MAX_ELEMENTS 4096
-
-/* Kernels from this many elements on (an add of 350K floats, a softmax over
- * 512K) keep both cores of a 2-core box busy for 50 us and more: the queue
- * has little to overlap them with, because the Python thread that would
- * run ahead of the worker needs a core the kernel uses. Streamed through
- * the queue, three threads take turns on two cores (the caller running
- * ahead and then helping in its synchronize, the queue worker, the pool
- * worker), and a chunk whose thread is preempted holds up the whole
- * kernel. A stream of 40 such adds, then one synchronize, ran faster with
- * far fewer context switches when the caller ran each kernel itself
- * (docs/PERFORMANCE.md). Below about this size the queue's overlap with
- * Python pays (40 adds of [64 x 1024] ran faster through the queue) or it
- * is a wash ([256 x 1024]). */
-#define INLINE_MIN_LARGE_ELEMENTS (1 << 20)
+/* Which eager ops run on the calling thread (tiny and large ones, when the
+ * queue is idle): runtime/schedule_policy.h. */
 
 static int64_t operand_elements(const hpu_node_t *node) {
   int64_t total = 0;
@@ -303,8 +288,8 @@ hpu_status_t hpu_launch(hpu_stream_t stream, const hpu_node_t *node) {
   /* Whatever lazy mode recorded on this card runs first. */
   if ((st = hpu_lazy_flush(stream.device)) != HPU_SUCCESS) return st;
   int64_t elements = operand_elements(node);
-  int large = elements >= INLINE_MIN_LARGE_ELEMENTS;
-  if ((elements <= INLINE_MAX_ELEMENTS || large) && hpu_rt_check_stream(stream) == HPU_SUCCESS &&
+  int large = elements >= HPU_INLINE_MIN_LARGE_ELEMENTS;
+  if (hpu_policy_run_on_caller(elements) && hpu_rt_check_stream(stream) == HPU_SUCCESS &&
       hpu_queue_run_if_idle(stream.device, run_node, (void *)node)) {
     if (large) hpu_metric_add("eager_inline_large", 1); /* tiny ones are too many to count */
     return HPU_SUCCESS;

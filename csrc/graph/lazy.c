@@ -5,12 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include "graph/dump.h"
 #include "graph/fusion.h"
 #include "graph/lazy_internal.h"
 #include "hpu/capture.h"
+#include "hpu/clock.h"
 #include "graph/recipe_cache.h"
 #include "graph/recipe_disk.h"
 #include "graph/signature.h"
@@ -86,11 +86,7 @@ void hpu_lazy_set_enabled(int enabled) {
   atomic_store(&lazy_state, enabled ? 1 : 0);
 }
 
-static double now_us(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
+static double now_us(void) { return (double)hpu_now_ns() / 1e3; }
 
 static void note_reason(int device, const char *why) {
   hpu_mutex_lock(&reasons_mu);

@@ -2,9 +2,10 @@
 
 #include <stdlib.h>
 
+#include "runtime/hash.h"
+
 static uint32_t slot_of(const hpu_ptrmap_t *m, const void *p) {
-  uint64_t h = (uint64_t)(uintptr_t)p * 0x9E3779B97F4A7C15ull;
-  return (uint32_t)(h >> 32) & m->mask;
+  return hpu_hash_ptr(p, 0) & m->mask;
 }
 
 int hpu_ptrmap_init(hpu_ptrmap_t *m, int32_t ids, int32_t pushes) {

@@ -37,11 +37,12 @@
 #include <strings.h>
 #include <sys/random.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "hpu/clock.h"
 #include "hpu/env.h"
 #include "hpu/metrics.h"
+#include "runtime/hash.h"
 #include "runtime/lock.h"
 
 #define MAGIC 0x3150435255504848ull /* "HHPURCP1" */
@@ -154,15 +155,9 @@ static void file_of(uint64_t hash, char *out, size_t len) {
   snprintf(out, len, "%s/%016llx.recipe", dir, (unsigned long long)hash);
 }
 
-static uint64_t fnv(uint64_t h, const void *data, size_t len) {
-  const unsigned char *b = data;
-  for (size_t i = 0; i < len; i++) h = (h ^ b[i]) * 1099511628211ull;
-  return h;
-}
-
 static uint64_t checksum(header_t h, const void *payload, size_t len) {
   h.sum = 0;
-  return fnv(fnv(1469598103934665603ull, &h, sizeof h), payload, len);
+  return hpu_fnv1a(hpu_fnv1a(HPU_FNV1A_SEED, &h, sizeof h), payload, len);
 }
 
 /* The payload's size for a header that passed the count checks. */
@@ -292,9 +287,8 @@ static void random_tag(char out[17]) {
   uint64_t r = 0;
   if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r) {
     static _Atomic uint64_t counter;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    r = fnv(1469598103934665603ull, &ts, sizeof ts) ^ ((uint64_t)getpid() << 32) ^ atomic_fetch_add(&counter, 1);
+    uint64_t now = hpu_now_ns();
+    r = hpu_fnv1a(HPU_FNV1A_SEED, &now, sizeof now) ^ ((uint64_t)getpid() << 32) ^ atomic_fetch_add(&counter, 1);
   }
   snprintf(out, 17, "%016llx", (unsigned long long)r);
 }

@@ -8,6 +8,7 @@
 #include "graph/signature.h"
 
 #include "graph/ptrmap.h"
+#include "runtime/hash.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,16 +101,6 @@ static void push_params(hpu_signature_t *s, const hpu_node_t *n) {
   }
 }
 
-/* A word at a time: the signature of a few thousand nodes is hashed on
- * every flush, and a byte-wise hash of it cost more than recording. */
-static uint64_t hash_words(const int64_t *w, size_t n) {
-  uint64_t h = 0x243F6A8885A308D3ull;
-  for (size_t i = 0; i < n; i++) {
-    h = (h ^ (uint64_t)w[i]) * 0x9E3779B97F4A7C15ull;
-    h ^= h >> 29;
-  }
-  return h;
-}
 
 int hpu_signature_build(hpu_signature_t *s, const hpu_node_t *nodes, int n,
                         const uint8_t *dead) {
@@ -140,7 +131,7 @@ int hpu_signature_build(hpu_signature_t *s, const hpu_node_t *nodes, int n,
     hpu_signature_free(s);
     return 0;
   }
-  s->hash = hash_words(s->words, s->len);
+  s->hash = hpu_hash_words(s->words, s->len);
   s->num_nodes = n;
   return 1;
 }

@@ -1,5 +1,5 @@
 /* The pointwise family's float kernels on caller-owned tiles, for lazy-mode
- * fusion (csrc/graph/fusion.c): a fused group evaluates a pointwise node on
+ * fusion (csrc/graph/fusion_exec.c): a fused group evaluates a pointwise node on
  * a tile with the very kernel eager mode runs (same ISA clone, same scalar
  * rounding), so fused results are bitwise those of eager mode. */
 #ifndef HPU_KERNELS_PW_TILE_H

@@ -29,6 +29,7 @@
 
 #include "hpu/lazy.h"
 #include "hpu/memory.h"
+#include "runtime/hash.h"
 #include "runtime/lock.h"
 #include "runtime/runtime.h"
 
@@ -150,9 +151,7 @@ static void pool_remove(card_t *c, block_t *b) {
 /* ---- live blocks: chained hash on the pointer ---- */
 
 static size_t hash_ptr(const void *p, size_t nbuckets) {
-  uint64_t x = (uint64_t)(uintptr_t)p >> 9;
-  x *= 0x9e3779b97f4a7c15ULL;
-  return (size_t)(x >> 32) & (nbuckets - 1);
+  return (size_t)hpu_hash_ptr(p, 9) & (nbuckets - 1);
 }
 
 static int live_insert(card_t *c, block_t *b) {

@@ -66,12 +66,11 @@ hpu_status_t hpu_event_destroy(hpu_event_t event) {
 static hpu_status_t mark_task(void *p) {
   event_task_t *t = p;
   hpu_event_t e = t->ev;
-  struct timespec ts;
-  if (e->timing) clock_gettime(CLOCK_MONOTONIC, &ts);
+  uint64_t now = e->timing ? hpu_now_ns() : 0;
   hpu_mutex_lock(&e->mu);
   if (t->gen > e->completed) { /* records on two cards may complete out of order */
     e->completed = t->gen;
-    if (e->timing) e->stamp_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    if (e->timing) e->stamp_ns = now;
     pthread_cond_broadcast(&e->cv);
   }
   hpu_mutex_unlock(&e->mu);

@@ -45,16 +45,10 @@
 #include "hpu/status.h"
 #include "runtime/runtime.h"
 #include "runtime/lock.h"
+#include "runtime/schedule_policy.h"
 
 #define MAX_THREADS 1024
-/* Idle workers stay awake this long for the next job. Waking a sleeping one
- * takes 10-17 us in a VM (the halted vCPU must be scheduled again), which
- * is a fifth of a 1M-element kernel, and an eager step between two kernels
- * (Python, dispatch, allocation) often takes more than 20 us: op +
- * synchronize loops ran faster with a 500 us spin than a 20 us one
- * (docs/PERFORMANCE.md). libgomp, under torch, spins for longer still. */
-#define POOL_SPIN_NS 500000
-#define CALLER_SPIN_NS 200000 /* the caller spins this long for late chunks before sleeping */
+/* How long idle workers and a job's caller spin: runtime/schedule_policy.h. */
 
 /* ticket layout: generation in the high 32 bits, nchunks in bits 16..31,
  * next chunk to claim in bits 0..15 (nchunks <= 65535). */
@@ -229,7 +223,7 @@ static void *worker_main(void *arg) {
       /* Spin a little: kernels come in bursts. */
       idle_t w = {t};
       int r;
-      while ((r = hpu_spin_until(worker_wake, &w, POOL_SPIN_NS)) == 2) {
+      while ((r = hpu_spin_until(worker_wake, &w, HPU_POOL_SPIN_NS)) == 2) {
         serve_queues();
         w.ticket = atomic_load_explicit(&pool.ticket, memory_order_acquire);
       }
@@ -338,7 +332,7 @@ void hpu_parallel_for(int64_t n, int64_t grain, hpu_range_fn fn, void *ctx) {
 
   /* Every chunk is claimed; wait for the ones other threads still run. */
   if (atomic_load_explicit(&pool.done, memory_order_acquire) < (uint64_t)chunks) {
-    hpu_spin_wait_ge_u64(&pool.done, (uint64_t)chunks, CALLER_SPIN_NS);
+    hpu_spin_wait_ge_u64(&pool.done, (uint64_t)chunks, HPU_CALLER_SPIN_NS);
     if (atomic_load_explicit(&pool.done, memory_order_acquire) < (uint64_t)chunks) {
       hpu_mutex_lock(&pool.mu);
       atomic_store(&pool.caller_sleeping, 1);

@@ -26,7 +26,7 @@
  *    push in an "op, then wait" loop (docs/PERFORMANCE.md). A push
  *    while the pool worker runs such a task wakes the queue worker (the
  *    host is streaming ops), and when the pool worker cannot take the task
- *    it wakes the queue worker KICK_DELAY_NS later or before it sleeps.
+ *    it wakes the queue worker HPU_KICK_DELAY_NS later or before it sleeps.
  *    HPU_QUEUE_DEFER_WAKE=0 turns this off (to compare, or to rule it out).
  *
  * A failing task leaves a sticky error on the card (first error wins, with
@@ -47,25 +47,16 @@
 
 #include "runtime/runtime.h"
 #include "runtime/lock.h"
+#include "runtime/schedule_policy.h"
 
-#define WORKER_SPIN_NS 20000  /* worker: how long to wait for more work awake */
-#define SYNC_SPIN_NS 100000   /* synchronize: how long to stay awake before sleeping */
-/* How long a deferred wake waits for the host to run the task itself: a
- * Python step from an op to synchronize takes a few microseconds. */
-#define KICK_DELAY_NS 30000
-
-/* How many tasks a card's queue holds before the host that pushes waits
- * (HPU_QUEUE_DEPTH, default 1024, as CUDA's launch queue): mark_step and
- * eager ops return at once, so without a bound a host loop that never
- * reads a result runs ahead of the card without limit, holding every
- * queued task's tensors. */
-#define DEFAULT_QUEUE_DEPTH 1024
-static _Atomic long queue_depth = DEFAULT_QUEUE_DEPTH;
+/* Spin times, the deferred-wake rule and the default depth, with their
+ * reasons: runtime/schedule_policy.h. */
+static _Atomic long queue_depth = HPU_QUEUE_DEPTH_DEFAULT;
 static atomic_int defer_wakes = 1;
 
 hpu_status_t hpu_queue_configure(void) {
   long long depth, defer;
-  hpu_status_t st = hpu_env_int("HPU_QUEUE_DEPTH", DEFAULT_QUEUE_DEPTH, 1, 1 << 24, &depth);
+  hpu_status_t st = hpu_env_int("HPU_QUEUE_DEPTH", HPU_QUEUE_DEPTH_DEFAULT, 1, 1 << 24, &depth);
   if (st == HPU_SUCCESS) st = hpu_env_int("HPU_QUEUE_DEFER_WAKE", 1, 0, 1, &defer);
   if (st != HPU_SUCCESS) return st;
   atomic_store(&queue_depth, (long)depth);
@@ -197,7 +188,7 @@ static void *worker_main(void *p) {
       /* Stay awake a little: the host is often about to enqueue more, or
        * is itself running a kernel whose chunks this thread can take. */
       hpu_mutex_unlock(&q->mu);
-      while (hpu_spin_until(worker_wake, q, WORKER_SPIN_NS) == 2) hpu_parallel_help();
+      while (hpu_spin_until(worker_wake, q, HPU_WORKER_SPIN_NS) == 2) hpu_parallel_help();
       hpu_mutex_lock(&q->mu);
       if (!can_start(q) && !(q->stopping && q->count == 0)) {
         q->sleeping = 1;
@@ -294,7 +285,7 @@ static int defer_enabled(void) { return atomic_load_explicit(&defer_wakes, memor
 static int defer_wake(queue_t *q) {
   /* While a pool worker runs a deferred task, the host is streaming ops
    * rather than waiting for one: the queue worker takes the next. */
-  if (!defer_enabled() || q->pool_running || !hpu_parallel_worker_awake()) return 0;
+  if (!hpu_policy_defer_wake(defer_enabled(), q->pool_running, hpu_parallel_worker_awake())) return 0;
   uint64_t none = 0;
   if (!atomic_compare_exchange_strong(&q->kick_at, &none, hpu_now_ns() | 1)) {
     /* A second push before anyone ran the first: the host is streaming
@@ -313,7 +304,7 @@ static int defer_wake(queue_t *q) {
 }
 
 /* A deferred wake recorded at `at` (0: none) has waited its delay out. */
-static int kick_due(uint64_t at, uint64_t now) { return at && now - at >= KICK_DELAY_NS; }
+static int kick_due(uint64_t at, uint64_t now) { return at && now - at >= HPU_KICK_DELAY_NS; }
 
 int hpu_queue_kicks_due(void) {
   if (!atomic_load_explicit(&kicks, memory_order_relaxed)) return 0;
@@ -509,7 +500,7 @@ static void wait_submitted(queue_t *q, int take) {
     }
     hpu_mutex_unlock(&q->mu);
     int r;
-    while ((r = hpu_spin_until(sync_wake, &w, SYNC_SPIN_NS)) == 2) hpu_parallel_help();
+    while ((r = hpu_spin_until(sync_wake, &w, HPU_SYNC_SPIN_NS)) == 2) hpu_parallel_help();
     hpu_mutex_lock(&q->mu);
     if (r == 0) { /* out of budget: sleep until the next completion */
       q->waiters++;

@@ -78,8 +78,8 @@ int hpu_spin_enabled(void);
  * that value, or 0 once the budget is spent. cond must be cheap; a value
  * may mean "there is work to do" (the caller does it, then spins again). */
 int hpu_spin_until(int (*cond)(void *), void *arg, uint64_t budget_ns);
-/* CLOCK_MONOTONIC in nanoseconds (spin budgets, deferred queue wakes). */
-uint64_t hpu_now_ns(void);
+/* hpu_now_ns, the time base of spin budgets and deferred queue wakes. */
+#include "hpu/clock.h"
 
 /* allocator.c: HPU graph capture. Blocks allocated while a capture is on
  * belong to `owner`: freeing one only marks it, since replays write it

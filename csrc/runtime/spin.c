@@ -8,9 +8,9 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
-#include <time.h>
 
 #include "runtime/runtime.h"
+#include "runtime/schedule_policy.h"
 
 static int single_cpu = -1;
 static pthread_once_t cpu_once = PTHREAD_ONCE_INIT;
@@ -22,20 +22,6 @@ static void detect_cpus(void) {
   single_cpu = n <= 1;
 }
 
-uint64_t hpu_now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#else
-  __asm__ __volatile__("" ::: "memory");
-#endif
-}
-
 int hpu_spin_until(int (*cond)(void *), void *arg, uint64_t budget_ns) {
   int r = cond(arg);
   if (r) return r;
@@ -43,9 +29,9 @@ int hpu_spin_until(int (*cond)(void *), void *arg, uint64_t budget_ns) {
   if (single_cpu || budget_ns == 0) return 0;
   uint64_t deadline = hpu_now_ns() + budget_ns;
   for (;;) {
-    for (int i = 0; i < 64; i++) {
+    for (int i = 0; i < HPU_SPIN_BURST; i++) {
       if ((r = cond(arg))) return r;
-      cpu_relax();
+      hpu_cpu_relax();
     }
     if (hpu_now_ns() > deadline) return cond(arg);
     sched_yield();

@@ -4,9 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "hpu/clock.h"
 #include "hpu/env.h"
 #include "internal.h"
 
@@ -43,11 +43,8 @@ void hccl_debug(const char *fmt, ...) {
   fprintf(stderr, "[hccl pid %d] %s\n", (int)getpid(), buf);
 }
 
-int64_t hccl_now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
+/* The C core's clock (hpu/clock.h), signed for HCCL's deadline arithmetic. */
+int64_t hccl_now_ns(void) { return (int64_t)hpu_now_ns(); }
 
 /* The C core's parser (hpu/env.h), its message made this thread's HCCL
  * error. */

@@ -13,15 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "hpu/clock.h"
 #include "internal.h"
-
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#else
-  __asm__ __volatile__("" ::: "memory");
-#endif
-}
 
 static void futex_wait(atomic_uint *w, unsigned val, int64_t ns) {
   struct timespec ts = {ns / 1000000000, ns % 1000000000};
@@ -94,7 +87,7 @@ hcclResult_t hccl_wait(hcclComm_t comm, hccl_cond_fn cond, void *arg, const char
    * oversubscribed. */
   int64_t spin_end = 0, next_check = 0, yield_after = 0;
   for (unsigned i = 1; comm->spin_ns > 0; i++) {
-    cpu_relax();
+    hpu_cpu_relax();
     if (cond(comm, arg)) return hcclSuccess;
     if ((i & 63) == 0) {
       int64_t t = hccl_now_ns();

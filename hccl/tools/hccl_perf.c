@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "hccl.h"
+#include "hpu/clock.h"
 #include "hpu/device.h"
 #include "hpu/dtype.h"
 #include "hpu/memory.h"
@@ -25,11 +26,7 @@
 static int rank, nranks, use_mpi;
 static hcclComm_t comm;
 
-static double now_us(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
+static double now_us(void) { return (double)hpu_now_ns() / 1e3; }
 
 static size_t parse_size(const char *s) {
   char *e;
