@@ -9,7 +9,7 @@ speed = torch time / hpu time, by best and by median; target >= 1.0.
 
     python bench/softmax_rows.py [--modes eager,lazy] [--dtypes fp32,bf16]
                                  [--ops softmax,log_softmax,softmax_bw,log_softmax_bw]
-                                 [--reps 10] [--threads 2] [--cpu-time]
+                                 [--reps 10] [--threads 2] [--cpu-time | --process-cpu]
 
 --cpu-time times the CPU time of the calling thread instead of the wall
 clock, on one thread and in eager mode only (both sides then run the
@@ -18,9 +18,15 @@ kernels' own cost, which other jobs on a shared machine do not change the
 way they change a 2-thread wall-clock time (torch's OpenMP threads wait
 for each other in spin barriers, and on a loaded machine those take tens
 of milliseconds).
+
+--process-cpu prints, per row and side, the process's CPU time per call
+(all its threads, getrusage) over runs of calls at --threads, next to the
+wall time: what the 2-thread split costs in total CPU, which other load
+changes far less than the wall time.
 """
 import argparse
 import os
+import resource
 import statistics
 import sys
 import time
@@ -56,6 +62,20 @@ def cpu_times(cpu_fn, hpu_fn, reps):
     return tc, th
 
 
+def process_cpu(fn, reps):
+    """Process CPU time and wall time per call, over 20 * reps calls after a warm-up."""
+    def used():
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        return r.ru_utime + r.ru_stime
+    n = 20 * reps
+    for _ in range(20):
+        fn()
+    c, t = used(), time.perf_counter()
+    for _ in range(n):
+        fn()
+    return (used() - c) / n, (time.perf_counter() - t) / n
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--modes", default="eager,lazy")
@@ -66,13 +86,15 @@ def main():
     ap.add_argument("--settle", type=float, default=0.03)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--cpu-time", action="store_true", help="CPU time of the calling thread, one thread")
+    ap.add_argument("--process-cpu", action="store_true", help="process CPU time per call, all threads")
     args = ap.parse_args()
     if args.cpu_time:
         args.threads, args.modes = 1, "eager"
     torch.set_num_threads(args.threads)  # also sizes the hpu kernel pool
     print(f"torch {torch.__version__}, threads {args.threads}; uptime before: {uptime()}")
-    print(f"{'mode':5s} {'case':32s} {'cpu best':>9s} {'hpu best':>9s} {'cpu med':>9s} {'hpu med':>9s} "
-          f"{'speed':>6s} {'by med':>6s}")
+    if not args.process_cpu:
+        print(f"{'mode':5s} {'case':32s} {'cpu best':>9s} {'hpu best':>9s} {'cpu med':>9s} {'hpu med':>9s} "
+              f"{'speed':>6s} {'by med':>6s}")
     speeds = []
     for mode in args.modes.split(","):
         lazy = mode == "lazy"
@@ -101,6 +123,13 @@ def main():
                         fn(*hs)
                         sync()
 
+                    if args.process_cpu:
+                        pc, wc = process_cpu(lambda: fn(*xs), args.reps)
+                        ph, wh = process_cpu(hpu_fn, args.reps)
+                        print(f"{mode:5s} {name} {dname} [{rows}x{cols}]: process CPU per call torch "
+                              f"{pc * 1e6:.0f} us, hpu {ph * 1e6:.0f} us; wall torch {wc * 1e6:.0f} us, "
+                              f"hpu {wh * 1e6:.0f} us", flush=True)
+                        continue
                     if args.cpu_time:
                         tc, th = cpu_times(lambda: fn(*xs), hpu_fn, args.reps)
                     else:
@@ -111,7 +140,8 @@ def main():
                     print(f"{mode:5s} {case:32s} {min(tc) * 1e6:7.0f}us {min(th) * 1e6:7.0f}us "
                           f"{statistics.median(tc) * 1e6:7.0f}us {statistics.median(th) * 1e6:7.0f}us "
                           f"{sp:6.2f} {spm:6.2f}", flush=True)
-    print(f"uptime after: {uptime()}; {sum(s >= 1.0 for s in speeds)}/{len(speeds)} rows at speed >= 1.0 (by best)")
+    summary = f"; {sum(s >= 1.0 for s in speeds)}/{len(speeds)} rows at speed >= 1.0 (by best)" if speeds else ""
+    print(f"uptime after: {uptime()}{summary}")
 
 
 if __name__ == "__main__":
