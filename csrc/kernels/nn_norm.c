@@ -312,6 +312,17 @@ void hpu_nn_store_row(char *dst, const float *src, int64_t n, hpu_dtype_t dt) {
     for (int64_t i = 0; i < n; i++)                                                     \
       y[i] = hpu_cvt_f32_bf16(a * LD_BF16(u[i]) + b * LD_BF16(v[i]) + c);               \
   }                                                                                     \
+  /* y = x * a + b rounded to bf16: raffine and the bf16 store in one pass */           \
+  static HPU_ATTR_##ISA void raffine_bf16_##ISA(const float *x, uint16_t *y, int64_t n, \
+                                                float a, float b) {                     \
+    for (int64_t i = 0; i < n; i++) y[i] = hpu_cvt_f32_bf16(x[i] * a + b);              \
+  }                                                                                     \
+  /* rsmb over bf16 rows, rounded to bf16 (no float copies of the rows) */              \
+  static HPU_ATTR_##ISA void rsmb_bf16_##ISA(const uint16_t *g, const uint16_t *y,      \
+                                             uint16_t *dx, int64_t n, float dot) {      \
+    for (int64_t i = 0; i < n; i++)                                                     \
+      dx[i] = hpu_cvt_f32_bf16(LD_BF16(y[i]) * (LD_BF16(g[i]) - dot));                  \
+  }                                                                                     \
   /* y = (x - mean) * rstd * w + b */                                                   \
   static HPU_ATTR_##ISA void rnorm_##ISA(const float *x, float *y, int64_t n, float mean, \
                                          float rstd, const float *w, const float *b) {  \
@@ -375,7 +386,8 @@ DEF_ROWS(avx512)
 #define ROWS_OF(ISA)                                                                     \
   {rmax_##ISA, rexp_##ISA, rexpsum_##ISA, rscale_##ISA, raffine_##ISA, rsum_##ISA,       \
    rssd_##ISA, rdot_##ISA, rnorm_##ISA, rsmb_##ISA, rlsmb_##ISA, rlnb_##ISA,             \
-   rcenter_##ISA, raxpby_##ISA, rdotsum_bf16_##ISA, raxpby_bf16_##ISA}
+   rcenter_##ISA, raxpby_##ISA, rdotsum_bf16_##ISA, raxpby_bf16_##ISA, raffine_bf16_##ISA, \
+   rsmb_bf16_##ISA}
 
 static const hpu_nn_rows_t rows_generic = ROWS_OF(generic);
 #if HPU_HAVE_ISA_CLONES
@@ -412,19 +424,25 @@ static void geometry(const hpu_tensor_t *t, int64_t dim, int64_t *outer, int64_t
   }
 }
 
-/* One float row: y = softmax(x) (x may alias y). The rows of a bf16 / fp16
- * log_softmax round their sum and its log to that dtype (dt), as PyTorch's
- * CPU keeps them in the tensor's type (else 1 element in 5 is 1 ulp off). */
-static void softmax_row_f(const hpu_nn_rows_t *R, const float *x, float *y, int64_t n, int log,
-                          hpu_dtype_t dt) {
+/* One float row: y = softmax(x) (x may alias y). With yb set, the last pass
+ * writes the row rounded to bf16 into yb instead of y (one pass fewer over
+ * a bf16 row; the same bits as the float row stored as bf16). The rows of a
+ * bf16 / fp16 log_softmax round their sum and its log to that dtype (dt), as
+ * PyTorch's CPU keeps them in the tensor's type (else 1 element in 5 is 1
+ * ulp off). */
+static void softmax_row_f(const hpu_nn_rows_t *R, const float *x, float *y, uint16_t *yb, int64_t n,
+                          int log, hpu_dtype_t dt) {
   float mx = R->max(x, n);
   if (mx == -INFINITY) mx = 0; /* all -inf: exp gives 0s, as PyTorch */
   if (log) {
     float s = hpu_round_to(R->expsum(x, n, mx), dt);
-    R->affine(x, y, n, 1.0f, -mx - hpu_round_to(logf(s), dt));
+    float b = -mx - hpu_round_to(logf(s), dt);
+    if (yb) R->affine_bf16(x, yb, n, 1.0f, b);
+    else R->affine(x, y, n, 1.0f, b);
   } else {
     float s = R->exp(x, y, n, mx);
-    R->scale(y, n, 1.0f / s, 0.0f);
+    if (yb) R->affine_bf16(y, yb, n, 1.0f / s, 0.0f);
+    else R->scale(y, n, 1.0f / s, 0.0f);
   }
 }
 
@@ -463,14 +481,18 @@ static void softmax_rows(void *ctx, int64_t begin, int64_t end) {
     }
     if (dt == HPU_FLOAT32) {
       for (int64_t r = begin; r < end; r++)
-        softmax_row_f(c->R, (const float *)x + r * D, (float *)y + r * D, D, c->log, dt);
+        softmax_row_f(c->R, (const float *)x + r * D, (float *)y + r * D, NULL, D, c->log, dt);
       return;
     }
     float *buf = malloc((size_t)D * sizeof(float));
     if (!buf) abort();
     for (int64_t r = begin; r < end; r++) {
       hpu_nn_load_row(buf, x + r * D * es, D, dt);
-      softmax_row_f(c->R, buf, buf, D, c->log, dt);
+      if (dt == HPU_BFLOAT16) {
+        softmax_row_f(c->R, buf, buf, (uint16_t *)(y + r * D * es), D, c->log, dt);
+        continue;
+      }
+      softmax_row_f(c->R, buf, buf, NULL, D, c->log, dt);
       hpu_nn_store_row(y + r * D * es, buf, D, dt);
     }
     free(buf);
@@ -519,6 +541,15 @@ static void softmax_bw_rows(void *ctx, int64_t begin, int64_t end) {
   int64_t eg = (int64_t)hpu_dtype_size(dg), ey = (int64_t)hpu_dtype_size(dy),
           ed = (int64_t)hpu_dtype_size(dd);
   int dbl = dg == HPU_FLOAT64 || dy == HPU_FLOAT64 || dd == HPU_FLOAT64 || inner != 1;
+  if (!dbl && !c->log && dg == HPU_BFLOAT16 && dy == HPU_BFLOAT16 && dd == HPU_BFLOAT16) {
+    /* bf16 rows read and written as they are: two passes, not five */
+    for (int64_t r = begin; r < end; r++) {
+      const uint16_t *g16 = (const uint16_t *)pg + r * D, *y16 = (const uint16_t *)py + r * D;
+      float sy;
+      c->R->smb_bf16(g16, y16, (uint16_t *)pd + r * D, D, c->R->dotsum_bf16(g16, y16, D, &sy));
+    }
+    return;
+  }
   if (!dbl) {
     float *buf = malloc((size_t)D * 3 * sizeof(float));
     if (!buf) abort();

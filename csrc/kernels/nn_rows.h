@@ -42,6 +42,10 @@ typedef struct hpu_nn_rows {
   float (*dotsum_bf16)(const uint16_t *x, const uint16_t *y, int64_t n, float *sy);
   void (*axpby_bf16)(const uint16_t *u, const uint16_t *v, uint16_t *y, int64_t n, float a, float b,
                      float c);
+  /* y = x * a + b rounded to bf16 (affine, then the bf16 store, in one pass) */
+  void (*affine_bf16)(const float *x, uint16_t *y, int64_t n, float a, float b);
+  /* softmax backward over bf16 rows: dx = y * (g - dot) rounded to bf16 */
+  void (*smb_bf16)(const uint16_t *g, const uint16_t *y, uint16_t *dx, int64_t n, float dot);
 } hpu_nn_rows_t;
 
 const hpu_nn_rows_t *hpu_nn_rows(void);

@@ -18,13 +18,13 @@ static hcclResult_t allgather_direct(hcclComm_t comm, const hccl_op_t *op, int b
     int k = (me + j) % L;   /* start with the next rank: readers spread over the owners */
     char *dst = recv + (size_t)k * block;
     if (k == me) {
-      if (!inplace) memcpy(dst, op->sendbuff, block);
+      if (!inplace) hccl_copy(dst, op->sendbuff, block);
       continue;
     }
     const hccl_zc_desc_t *z = &comm->shm.ctrl[k].zc[b];
     if (zc) {
       char *src;
-      if ((r = hccl_zc_addr(comm, k, &z->send, block, &src)) == hcclSuccess) memcpy(dst, src, block);
+      if ((r = hccl_zc_addr(comm, k, &z->send, block, &src)) == hcclSuccess) hccl_copy(dst, src, block);
     } else {
       r = hccl_cma_read(comm, k, dst, z->send_va, block);
     }
@@ -52,7 +52,7 @@ hcclResult_t hccl_allgather(hcclComm_t comm, const hccl_op_t *op) {
       memset(&comm->shm.ctrl[me].zc[b], 0, sizeof comm->shm.ctrl[me].zc[b]);
       if (try_direct) skipped = hccl_zc_offer_send(comm, b, op->sendbuff, block);
     }
-    if (!skipped) memcpy(hccl_slot(&comm->shm, me, b), (const char *)op->sendbuff + pos, n);
+    if (!skipped) hccl_copy(hccl_slot(&comm->shm, me, b), (const char *)op->sendbuff + pos, n);
     hccl_post(comm);
     if ((r = hccl_wait_all_posted(comm, "allgather")) != hcclSuccess) return r;
     if (pos == 0) {
@@ -62,14 +62,14 @@ hcclResult_t hccl_allgather(hcclComm_t comm, const hccl_op_t *op) {
       if (try_direct && zc == L) return allgather_direct(comm, op, b, true, inplace);
       if (try_direct && cma == L) return allgather_direct(comm, op, b, false, inplace);
       if (try_direct && skip > 0) {  /* mixed: the ranks that did not stage stage now */
-        if (skipped) memcpy(hccl_slot(&comm->shm, me, b), op->sendbuff, n);
+        if (skipped) hccl_copy(hccl_slot(&comm->shm, me, b), op->sendbuff, n);
         hccl_post(comm);
         if ((r = hccl_wait_all_posted(comm, "allgather")) != hcclSuccess) return r;
       }
     }
     for (int k = 0; k < L; k++) {
       if (k == me && inplace) continue;
-      memcpy(recv + (size_t)k * block + pos, hccl_slot(&comm->shm, k, b), n);
+      hccl_copy(recv + (size_t)k * block + pos, hccl_slot(&comm->shm, k, b), n);
     }
   }
   return hcclSuccess;

@@ -94,7 +94,7 @@ static hcclResult_t reduce_zc(hcclComm_t comm, const hccl_op_t *op, int root_loc
     if (op->redop == hcclAvg) hccl_avg_div(dst + p * es, m, op->dtype, comm->nranks);
     if (root_local < 0)
       for (int k = 0; k < L; k++)
-        if (k != me) memcpy(recvs[k] + p * es, dst + p * es, m * es);
+        if (k != me) hccl_copy(recvs[k] + p * es, dst + p * es, m * es);
   }
   hccl_post(comm);
   return hccl_wait_all_posted(comm, "reduction (waiting for peers to finish in place)");
@@ -137,8 +137,6 @@ static hcclResult_t reduce_cma(hcclComm_t comm, const hccl_op_t *op, int root_lo
   return hccl_wait_all_posted(comm, "reduction (waiting for peers to finish in place)");
 }
 
-static void memcpy_fn(void *d, const void *s, size_t n) { memcpy(d, s, n); }
-
 /* root_local < 0: every rank gets the result (AllReduce). */
 static hcclResult_t reduce_staged(hcclComm_t comm, const hccl_op_t *op, int root_local) {
   const int L = comm->local_n, me = comm->local;
@@ -153,7 +151,7 @@ static hcclResult_t reduce_staged(hcclComm_t comm, const hccl_op_t *op, int root
   if (!hier && op->count * es <= small_limit(comm)) {
     int b = hccl_round_next(comm);
     hccl_desc_publish(comm, op, b);
-    memcpy(hccl_slot(&comm->shm, me, b), send, op->count * es);
+    hccl_copy(hccl_slot(&comm->shm, me, b), send, op->count * es);
     hccl_post(comm);
     if ((r = hccl_wait_all_posted(comm, "reduction (waiting for peers' data)")) != hcclSuccess) return r;
     if ((r = hccl_desc_check(comm, b)) != hcclSuccess) return r;
@@ -167,7 +165,7 @@ static hcclResult_t reduce_staged(hcclComm_t comm, const hccl_op_t *op, int root
 
   /* An output larger than the last-level cache is written with streaming
    * stores (no read of the lines before they are overwritten). */
-  void (*copy_out)(void *, const void *, size_t) = op->count * es >= HCCL_STREAM_BYTES ? hccl_copy_stream : memcpy_fn;
+  void (*copy_out)(void *, const void *, size_t) = op->count * es >= HCCL_STREAM_BYTES ? hccl_copy_stream : hccl_copy;
   size_t chunk = comm->shm.slot_bytes / es;
   if (chunk > (size_t)L * align) chunk -= chunk % ((size_t)L * align);
   for (size_t pos = 0; pos < op->count; pos += chunk) {
@@ -195,7 +193,7 @@ static hcclResult_t reduce_staged(hcclComm_t comm, const hccl_op_t *op, int root
       for (int k = 0; k < L; k++) {
         if (k == me) continue;
         hccl_slice(n, L, k, align, &off, &len);
-        if (len) memcpy(hccl_slot(&comm->shm, me, b) + off * es, send + (pos + off) * es, len * es);
+        if (len) hccl_copy(hccl_slot(&comm->shm, me, b) + off * es, send + (pos + off) * es, len * es);
       }
     hccl_post(comm);
     if ((r = hccl_wait_all_posted(comm, "reduction (waiting for peers' data)")) != hcclSuccess) return r;
@@ -210,7 +208,7 @@ static hcclResult_t reduce_staged(hcclComm_t comm, const hccl_op_t *op, int root
       if (zc == L) return reduce_zc(comm, op, root_local, b);
       if (cma == L) return reduce_cma(comm, op, root_local, b);
       if (direct > 0) {  /* mixed: the ranks that did not stage stage now */
-        if (zc_mine) memcpy(hccl_slot(&comm->shm, me, b), send, n * es);
+        if (zc_mine) hccl_copy(hccl_slot(&comm->shm, me, b), send, n * es);
         hccl_post(comm);
         if ((r = hccl_wait_all_posted(comm, "reduction (waiting for peers' data)")) != hcclSuccess) return r;
       }

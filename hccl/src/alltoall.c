@@ -19,11 +19,11 @@ hcclResult_t hccl_alltoall(hcclComm_t comm, const hccl_op_t *op) {
     int b = hccl_round_next(comm);
     if (pos == 0) hccl_desc_publish(comm, op, b);
     char *mine = hccl_slot(&comm->shm, me, b);
-    for (int j = 0; j < L; j++) memcpy(mine + (size_t)j * piece, send + (size_t)j * block + pos, n);
+    for (int j = 0; j < L; j++) hccl_copy(mine + (size_t)j * piece, send + (size_t)j * block + pos, n);
     hccl_post(comm);
     if ((r = hccl_wait_all_posted(comm, "alltoall")) != hcclSuccess) return r;
     if (pos == 0 && (r = hccl_desc_check(comm, b)) != hcclSuccess) return r;
-    for (int k = 0; k < L; k++) memcpy(recv + (size_t)k * block + pos, hccl_slot(&comm->shm, k, b) + (size_t)me * piece, n);
+    for (int k = 0; k < L; k++) hccl_copy(recv + (size_t)k * block + pos, hccl_slot(&comm->shm, k, b) + (size_t)me * piece, n);
   }
   return hcclSuccess;
 }

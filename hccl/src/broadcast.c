@@ -16,7 +16,7 @@ static hcclResult_t broadcast_direct(hcclComm_t comm, const hccl_op_t *op, int r
     const hccl_zc_desc_t *z = &comm->shm.ctrl[root].zc[b];
     if (zc) {
       char *src;
-      if ((r = hccl_zc_addr(comm, root, &z->send, total, &src)) == hcclSuccess) memcpy(op->recvbuff, src, total);
+      if ((r = hccl_zc_addr(comm, root, &z->send, total, &src)) == hcclSuccess) hccl_copy(op->recvbuff, src, total);
     } else {
       r = hccl_cma_read(comm, root, op->recvbuff, z->send_va, total);
     }
@@ -45,7 +45,7 @@ hcclResult_t hccl_broadcast(hcclComm_t comm, const hccl_op_t *op) {
       if (try_direct)
         skipped = hccl_zc_offer_send(comm, b, me == root ? op->recvbuff : NULL, total) && me == root;
     }
-    if (me == root && !skipped) memcpy(hccl_slot(&comm->shm, me, b), (const char *)op->recvbuff + pos, n);
+    if (me == root && !skipped) hccl_copy(hccl_slot(&comm->shm, me, b), (const char *)op->recvbuff + pos, n);
     hccl_post(comm);
     if ((r = hccl_wait_all_posted(comm, "broadcast")) != hcclSuccess) return r;
     if (pos == 0) {
@@ -56,12 +56,12 @@ hcclResult_t hccl_broadcast(hcclComm_t comm, const hccl_op_t *op) {
       if (try_direct && rz->send.valid) return broadcast_direct(comm, op, root, b, true);
       if (try_direct && cma == L) return broadcast_direct(comm, op, root, b, false);
       if (try_direct && (rz->send.valid || rz->cma)) {  /* the root did not stage: it does now */
-        if (me == root) memcpy(hccl_slot(&comm->shm, me, b), op->recvbuff, n);
+        if (me == root) hccl_copy(hccl_slot(&comm->shm, me, b), op->recvbuff, n);
         hccl_post(comm);
         if ((r = hccl_wait_all_posted(comm, "broadcast")) != hcclSuccess) return r;
       }
     }
-    if (me != root) memcpy((char *)op->recvbuff + pos, hccl_slot(&comm->shm, root, b), n);
+    if (me != root) hccl_copy((char *)op->recvbuff + pos, hccl_slot(&comm->shm, root, b), n);
   }
   return hcclSuccess;
 }

@@ -350,6 +350,10 @@ void hccl_avg_div(void *x, size_t count, hcclDataType_t dt, int n);
 /* memcpy with streaming stores (copy_nt.c): for outputs that will not stay
  * in cache anyway. */
 void hccl_copy_stream(void *dst, const void *src, size_t n);
+/* memcpy for the bulk copies between callers' buffers and the shared
+ * segment (copy_nt.c): avoids glibc's slow case of a destination a few
+ * bytes ahead of the source modulo 4 KiB. */
+void hccl_copy(void *dst, const void *src, size_t n);
 #define HCCL_STREAM_BYTES ((size_t)32 << 20)
 static inline hcclRedOp_t hccl_base_op(hcclRedOp_t op) { return op == hcclAvg ? hcclSum : op; }
 

@@ -47,7 +47,7 @@ static hcclResult_t progress_local(hcclComm_t comm, hccl_p2p_t *o, bool *moved) 
       if (sent - acked >= 2) return hcclSuccess;
       int s = (int)(sent & 1);
       size_t n = o->bytes - o->done < cap ? o->bytes - o->done : cap;
-      memcpy(hccl_mbox_slot(&comm->shm, L, me, j, s), o->buf + o->done, n);
+      hccl_copy(hccl_mbox_slot(&comm->shm, L, me, j, s), o->buf + o->done, n);
       mb->chunk_bytes[s] = n;
       mb->msg_bytes[s] = o->bytes;
       mb->msg_seq[s] = o->seq;
@@ -69,7 +69,7 @@ static hcclResult_t progress_local(hcclComm_t comm, hccl_p2p_t *o, bool *moved) 
                         "rank %d expected a message #%llu of %zu bytes from rank %d, which sent #%llu of %llu bytes",
                         comm->rank, (unsigned long long)o->seq, o->bytes, o->peer,
                         (unsigned long long)mb->msg_seq[s], (unsigned long long)mb->msg_bytes[s]);
-      memcpy(o->buf + o->done, hccl_mbox_slot(&comm->shm, L, j, me, s), n);
+      hccl_copy(o->buf + o->done, hccl_mbox_slot(&comm->shm, L, j, me, s), n);
       atomic_store_explicit(&mb->acked, acked + 1, memory_order_seq_cst);
       hccl_wake(comm, j);
       o->done += n;

@@ -69,7 +69,7 @@ hcclResult_t hccl_reducescatter(hcclComm_t comm, const hccl_op_t *op) {
       if (try_direct) skipped = hccl_zc_offer_send(comm, b, send, op->count * es * (size_t)L);
     }
     if (!skipped)
-      for (int j = 0; j < L; j++) memcpy(slot + (size_t)j * piece * es, send + ((size_t)j * op->count + pos) * es, n * es);
+      for (int j = 0; j < L; j++) hccl_copy(slot + (size_t)j * piece * es, send + ((size_t)j * op->count + pos) * es, n * es);
     hccl_post(comm);
     if ((r = hccl_wait_all_posted(comm, "reducescatter")) != hcclSuccess) return r;
     if (pos == 0) {
@@ -80,7 +80,7 @@ hcclResult_t hccl_reducescatter(hcclComm_t comm, const hccl_op_t *op) {
       if (try_direct && cma == L) return reducescatter_direct(comm, op, b, false);
       if (try_direct && skip > 0) {  /* mixed: the ranks that did not stage stage now */
         if (skipped)
-          for (int j = 0; j < L; j++) memcpy(slot + (size_t)j * piece * es, send + (size_t)j * op->count * es, n * es);
+          for (int j = 0; j < L; j++) hccl_copy(slot + (size_t)j * piece * es, send + (size_t)j * op->count * es, n * es);
         hccl_post(comm);
         if ((r = hccl_wait_all_posted(comm, "reducescatter")) != hcclSuccess) return r;
       }

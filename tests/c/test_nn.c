@@ -486,6 +486,65 @@ static void test_softmax_rows_same_bits_every_isa(void) {
   hpu_kernels_set_isa(HPU_ISA_AVX512);
 }
 
+/* bf16 softmax rows and the bf16 softmax backward write (and the backward
+ * reads) the bf16 rows without float copies of them: their bits must still
+ * be those of the float kernel on the same values, rounded once to bf16, on
+ * every ISA. Lengths cover the 64- and 16-lane blocks and the scalar tail. */
+static void test_softmax_bf16_rows_are_float_rows_rounded(void) {
+  static const int64_t lens[] = {1, 15, 16, 63, 64, 100, 1000};
+  enum { ROWS = 3 };
+  uint32_t seed = 4242;
+  for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+    int64_t L = lens[li], N = ROWS * L;
+    float *xf = malloc(sizeof(float) * N), *gf = malloc(sizeof(float) * N), *yf = malloc(sizeof(float) * N);
+    float *df = malloc(sizeof(float) * N);
+    uint16_t *xb = malloc(2 * N), *gb = malloc(2 * N), *yb = malloc(2 * N), *db = malloc(2 * N);
+    fill_random(xf, N, &seed, 0.5f, 20.0f);
+    fill_random(gf, N, &seed, 0.5f, 4.0f);
+    for (int64_t i = 0; i < N; i++) { /* the float rows hold exactly the bf16 values */
+      xb[i] = hpu_cvt_f32_bf16(xf[i]);
+      xf[i] = hpu_cvt_bf16_f32(xb[i]);
+      gb[i] = hpu_cvt_f32_bf16(gf[i]);
+      gf[i] = hpu_cvt_bf16_f32(gb[i]);
+    }
+    for (size_t k = 0; k < 3; k++) {
+      hpu_kernels_set_isa(isas[k]);
+      hpu_node_t n = node(HPU_OP_SOFTMAX);
+      n.num_inputs = n.num_outputs = 1;
+      n.params.nn.i[0] = 1;
+      n.inputs[0] = T2(xf, HPU_FLOAT32, ROWS, L);
+      n.outputs[0] = T2(yf, HPU_FLOAT32, ROWS, L);
+      CU_ASSERT_EQUAL_FATAL(run(&n), HPU_SUCCESS);
+      n.inputs[0] = T2(xb, HPU_BFLOAT16, ROWS, L);
+      n.outputs[0] = T2(yb, HPU_BFLOAT16, ROWS, L);
+      CU_ASSERT_EQUAL_FATAL(run(&n), HPU_SUCCESS);
+      int bad = 0;
+      for (int64_t i = 0; i < N; i++) bad += yb[i] != hpu_cvt_f32_bf16(yf[i]);
+      CU_ASSERT_EQUAL(bad, 0);
+      /* backward from the bf16 forward's output, as autograd has it */
+      for (int64_t i = 0; i < N; i++) yf[i] = hpu_cvt_bf16_f32(yb[i]);
+      hpu_node_t b = node(HPU_OP_SOFTMAX_BACKWARD);
+      b.num_inputs = 2;
+      b.num_outputs = 1;
+      b.params.nn.i[0] = 1;
+      b.inputs[0] = T2(gf, HPU_FLOAT32, ROWS, L);
+      b.inputs[1] = T2(yf, HPU_FLOAT32, ROWS, L);
+      b.outputs[0] = T2(df, HPU_FLOAT32, ROWS, L);
+      CU_ASSERT_EQUAL_FATAL(run(&b), HPU_SUCCESS);
+      b.inputs[0] = T2(gb, HPU_BFLOAT16, ROWS, L);
+      b.inputs[1] = T2(yb, HPU_BFLOAT16, ROWS, L);
+      b.outputs[0] = T2(db, HPU_BFLOAT16, ROWS, L);
+      CU_ASSERT_EQUAL_FATAL(run(&b), HPU_SUCCESS);
+      bad = 0;
+      for (int64_t i = 0; i < N; i++) bad += db[i] != hpu_cvt_f32_bf16(df[i]);
+      CU_ASSERT_EQUAL(bad, 0);
+    }
+    free(xf); free(gf); free(yf); free(df);
+    free(xb); free(gb); free(yb); free(db);
+  }
+  hpu_kernels_set_isa(HPU_ISA_AVX512);
+}
+
 static void test_softmax_equal(void) {
   enum { R = 5, C = 37 };
   float x[R * C], y[R * C];
@@ -835,6 +894,7 @@ int main(void) {
   CU_add_test(s, "logcumsumexp", test_logcumsumexp);
   CU_add_test(s, "softmax of equal values", test_softmax_equal);
   CU_add_test(s, "softmax rows: same bits on every ISA", test_softmax_rows_same_bits_every_isa);
+  CU_add_test(s, "softmax bf16 rows: the float rows rounded", test_softmax_bf16_rows_are_float_rows_rounded);
   CU_add_test(s, "layer norm by construction", test_layer_norm);
   CU_add_test(s, "group norm by construction, backward by differences", test_group_norm);
   CU_add_test(s, "gather/scatter/index bounds", test_gather_scatter_index);
