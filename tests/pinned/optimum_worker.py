@@ -101,13 +101,13 @@ def train(device, precision, out_dir):
 
 
 def generate(device):
-    from transformers import GPT2Config, GPT2LMHeadModel
-
     hpu = device == "hpu"
-    if hpu:
+    if hpu:  # before the model classes are imported: it replaces some of them
         from optimum.habana.transformers.modeling_utils import adapt_transformers_to_gaudi
 
         adapt_transformers_to_gaudi()
+    from transformers import GPT2Config, GPT2LMHeadModel
+
     torch.manual_seed(0)
     config = GPT2Config(vocab_size=100, n_positions=64, n_embd=32, n_layer=2, n_head=2,
                         bos_token_id=0, eos_token_id=1, pad_token_id=1)
