@@ -1,7 +1,8 @@
 """Lightning runs for test_lightning.py, run with the lightning venv's python:
     python lightning_worker.py fit1           # devices=1 on the hpu, then the CPU
     python lightning_worker.py fit2 OUT.json  # devices=2, HPUParallelStrategy over hccl
-Prints `RESULT <json>` (fit2: each rank writes OUT.json.<rank>)."""
+fit1 prints `RESULT <json>`; fit2's ranks each write OUT.json.<rank>."""
+import faulthandler
 import json
 import sys
 
@@ -74,12 +75,14 @@ def fit1():
 
 
 def fit2(path):
+    # A rank that hangs prints every thread's stack and exits, instead of
+    # outliving the test (Lightning starts rank 1 as a child of rank 0).
+    faulthandler.dump_traceback_later(240, exit=True)
     # Two ranks of 8 samples a step, each from its DistributedSampler shard (see the test).
     res = fit("hpu", devices=2, strategy=HPUParallelStrategy(), batch_size=8)
     res["backend"] = torch.distributed.get_backend() if torch.distributed.is_initialized() else None
-    with open(f"{path}.{res['rank']}", "w") as f:
+    with open(f"{path}.{res['rank']}", "w") as f:  # not stdout: both ranks write to it at once
         json.dump(res, f)
-    print("RESULT " + json.dumps({"rank": res["rank"]}))
 
 
 if __name__ == "__main__":
