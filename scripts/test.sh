@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets everything up, then runs every test: the C core's CUnit tests under
 # AddressSanitizer/UBSan (with the lock-order checker) and under
-# ThreadSanitizer, HCCL's multi-rank tests, and the Python suite.
+# ThreadSanitizer, HCCL's multi-rank tests, the Python suite, and the libraries
+# built for Gaudi in their pinned environments (scripts/pinned_envs.sh).
 # Exits non-zero if anything fails (or if pytest collects no test).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -54,3 +55,10 @@ run_pytest 0 tests/python
 echo "== Python op parity tests on the AVX2 kernel clones (HPU_KERNEL_ISA=avx2)"
 HPU_KERNEL_ISA=avx2 run_pytest 0 tests/python/test_ops.py tests/python/test_ops_nn.py \
   tests/python/test_ops_pointwise.py tests/python/test_ops_extra.py
+
+# Libraries built for Gaudi whose last releases pin older libraries run in
+# venvs over the base torch (made once per machine, reused while unchanged).
+echo "== libraries built for Gaudi in pinned environments (lightning-habana, optimum-habana)"
+bash scripts/pinned_envs.sh
+run_pytest 1 tests/pinned
+run_pytest 0 tests/pinned

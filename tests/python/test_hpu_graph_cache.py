@@ -184,3 +184,32 @@ def test_structure_is_part_of_the_key():
     torch.testing.assert_close(got_dict, b * 2 + a)
     assert len(model.forward.cache) == 2
     model.clear_cache()
+
+
+class StaticCache(nn.Module):
+    """A static KV cache step as optimum-habana's models take one: the cache
+    is an argument, written in place at token_idx."""
+
+    def forward(self, cache, x, token_idx):
+        cache.index_copy_(1, token_idx, x)
+        return cache.sum(1, keepdim=True) * 2
+
+
+def test_arguments_written_in_place_are_written_back_to_the_caller():
+    def steps(model, device):
+        cache = torch.zeros(2, 8, device=device)
+        token_idx = torch.tensor([0], device=device)
+        outs = []
+        with torch.no_grad():
+            for step in range(5):  # capture, then replays
+                x = torch.arange(2.0, device=device).unsqueeze(1) + step + 1
+                outs.append(model(cache, x, token_idx).cpu())
+                token_idx.add_(1)
+        return torch.stack(outs), cache.cpu()
+
+    out_cpu, cache_cpu = steps(StaticCache(), "cpu")
+    model = _wrap(StaticCache())
+    out_hpu, cache_hpu = steps(model, "hpu")
+    assert len(model.forward.cache) == 1  # one graph, replayed
+    torch.testing.assert_close(cache_hpu, cache_cpu)
+    torch.testing.assert_close(out_hpu, out_cpu)

@@ -189,12 +189,22 @@ class _GraphedForward:
             return self.forward(*args, **kwargs)
         if entry is None:
             return self._capture(key, leaves, spec)
-        hpu_graph, static_leaves, static_out = entry
+        hpu_graph, static_leaves, static_out, written = entry
         for static, leaf in zip(static_leaves, leaves):
             if isinstance(leaf, torch.Tensor) and static is not leaf:
                 static.copy_(leaf)
         hpu_graph.replay()
+        self._write_back(written, static_leaves, leaves)
         return static_out
+
+    @staticmethod
+    def _write_back(written, static_leaves, leaves):
+        """The forward updated these arguments in place (a static KV cache,
+        say); the replay updated the captured copies, so the caller's
+        tensors get their new values, as from the plain forward."""
+        for i in written:
+            if static_leaves[i] is not leaves[i]:
+                leaves[i].copy_(static_leaves[i])
 
     def _evict_to(self, size):
         while len(self.cache) > size:
@@ -206,6 +216,7 @@ class _GraphedForward:
         if self.max_graphs is not None:
             self._evict_to(self.max_graphs - 1)
         static_leaves = [leaf.clone() if isinstance(leaf, torch.Tensor) else leaf for leaf in leaves]
+        versions = [t._version if isinstance(t, torch.Tensor) else None for t in static_leaves]
         args, kwargs = pytree.tree_unflatten(static_leaves, spec)
         hpu_graph = HPUGraph()
         try:
@@ -219,8 +230,12 @@ class _GraphedForward:
             self.cache[key] = _UNCAPTURABLE
             args, kwargs = pytree.tree_unflatten(leaves, spec)
             return self.forward(*args, **kwargs)
-        self.cache[key] = (hpu_graph, static_leaves, static_out)
+        # In-place writes to an argument bump its version counter.
+        written = [i for i, (t, v) in enumerate(zip(static_leaves, versions))
+                   if isinstance(t, torch.Tensor) and t._version != v]
+        self.cache[key] = (hpu_graph, static_leaves, static_out, written)
         hpu_graph.replay()  # the capture recorded the work; run it for this call
+        self._write_back(written, static_leaves, leaves)
         return static_out
 
     def clear_cache(self):
