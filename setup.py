@@ -55,6 +55,11 @@ setup(
     # `import torch` loads habana_torch first (PyTorch's device-backend
     # autoload), before anything can ask PyTorch for its accelerator:
     # PyTorch reads the HPU hooks once and keeps what it found.
-    entry_points={"torch.backends": ["habana_torch = habana_torch._autoload:load"]},
+    entry_points={
+        "torch.backends": ["habana_torch = habana_torch._autoload:load"],
+        # hl-smi as on Gaudi, hpu-smi for those who look for it by device name
+        "console_scripts": ["hl-smi = habana_smi.cli:main", "hpu-smi = habana_smi.cli:main"],
+    },
     install_requires=["torch==2.13.0"],
+    extras_require={"exporter": ["prometheus_client"]},  # python -m habana_torch.exporter
 )

@@ -72,8 +72,8 @@ static void command_line(char *out, size_t len) {
   fclose(f);
   out[n] = 0;
   while (n > 0 && out[n - 1] == 0) n--; /* arguments are NUL-separated */
-  for (size_t i = 0; i < n; i++)
-    if (out[i] == 0) out[i] = ' ';
+  for (size_t i = 0; i < n; i++) /* and may hold newlines (python -c): one table row */
+    if ((unsigned char)out[i] < ' ' || out[i] == 0x7f) out[i] = ' ';
 }
 
 static void unlink_at_exit(void) {
