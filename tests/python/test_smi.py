@@ -168,3 +168,29 @@ def test_console_scripts_declared():
     with open(os.path.join(ROOT, "setup.py")) as f:
         text = f.read()
     assert '"hl-smi = habana_smi.cli:main"' in text and '"hpu-smi = habana_smi.cli:main"' in text
+
+
+def test_collective_bytes_counted_by_hccl():
+    """Bytes of a collective land on the card of its buffers, whether the
+    process group runs it on the calling thread (blocking) or on the
+    card's queue (async_op=True); CPU tensors are no card's traffic."""
+    code = textwrap.dedent("""
+        import os, socket, torch, torch.distributed as dist
+        import habana_torch, habana_torch.distributed.hccl
+        from habana_smi import pages
+        s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
+        dist.init_process_group("hccl", rank=0, world_size=1, init_method=f"tcp://127.0.0.1:{port}")
+        t = torch.ones(1000, device="hpu:1")
+        dist.all_reduce(t)                          # 4000 bytes, blocking
+        dist.all_reduce(t, async_op=True).wait()    # 4000 more, on the card's queue
+        dist.broadcast(t[:10], 0)                   # 40
+        torch.hpu.synchronize("hpu:1")
+        c = pages.read_pages()[os.getpid()].cards[1]
+        print(c.coll_bytes["all_reduce"], c.coll_bytes["broadcast"], t[0].item())
+        dist.destroy_process_group()
+    """)
+    env = _env()
+    env["PT_HPU_SHARE_CARDS"] = "1"
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.split() == ["8000", "40", "1.0"]
