@@ -2,6 +2,7 @@
 from the status pages of the processes that use them, in the layout of
 Gaudi's hl-smi. Never imports torch."""
 import argparse
+import os
 import sys
 import time
 
@@ -70,7 +71,10 @@ def table(snap, show):
     if not rows:
         out.append(_box(f"  N/A       N/A   N/A    N/A{'':>38}N/A"))
     for index, (pid, name, used) in rows:
-        name = " ".join(name.split())[:40]  # one row, whatever the command line holds
+        words = name.split()  # one row, whatever the command line holds
+        if words:
+            words[0] = os.path.basename(words[0])  # python3 train.py, not the interpreter's path
+        name = " ".join(words)[:40]
         out.append(_box(f"{index:>4} {pid:>9}     C    {name:<40} {used >> 20}MiB"))
     out.append("+=============================================================================+")
     return "\n".join(out)
