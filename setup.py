@@ -58,7 +58,12 @@ setup(
     # torch.compile(backend="hpu_backend"): dynamo's registry of backends
     # (habana_torch.dynamo.registry also adds it when the package is not
     # installed, e.g. run from a source tree).
-    entry_points={"torch.backends": ["habana_torch = habana_torch._autoload:load"],
-                  "torch_dynamo_backends": ["hpu_backend = habana_torch.dynamo.backend:hpu_backend"]},
+    entry_points={
+        "torch.backends": ["habana_torch = habana_torch._autoload:load"],
+        "torch_dynamo_backends": ["hpu_backend = habana_torch.dynamo.backend:hpu_backend"],
+        # hl-smi as on Gaudi, hpu-smi for those who look for it by device name
+        "console_scripts": ["hl-smi = habana_smi.cli:main", "hpu-smi = habana_smi.cli:main"],
+    },
     install_requires=["torch==2.13.0"],
+    extras_require={"exporter": ["prometheus_client"]},  # python -m habana_torch.exporter
 )

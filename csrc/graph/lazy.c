@@ -19,6 +19,7 @@
 #include "hpu/graph.h"
 #include "hpu/lazy.h"
 #include "hpu/metrics.h"
+#include "hpu/status_page.h"
 #include "runtime/lock.h"
 
 #define PREV_SLOTS 32
@@ -274,6 +275,7 @@ int hpu_lazy_pending(int device) {
 
 hpu_status_t hpu_submit(hpu_stream_t stream, const hpu_node_t *node) {
   hpu_status_t captured;
+  if (stream.device >= 0 && stream.device < HPU_MAX_CARDS) hpu_status_page_submit(stream.device, node);
   if (hpu_capture_record(stream.device, node, &captured)) return captured;
   if (!hpu_lazy_enabled()) return hpu_launch(stream, node);
   if (stream.device < 0 || stream.device >= HPU_MAX_CARDS)

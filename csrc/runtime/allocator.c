@@ -29,6 +29,7 @@
 
 #include "hpu/lazy.h"
 #include "hpu/memory.h"
+#include "hpu/status_page.h"
 #include "runtime/hash.h"
 #include "runtime/lock.h"
 #include "runtime/runtime.h"
@@ -81,6 +82,11 @@ typedef struct card {
 static card_t cards[HPU_MAX_CARDS] = {
     [0 ... HPU_MAX_CARDS - 1] = {.mu = HPU_MUTEX_INIT(HPU_RANK_ALLOCATOR, "allocator"),
                                  .released = PTHREAD_COND_INITIALIZER}};
+
+/* Called with c->mu held after the numbers changed: hl-smi's view. */
+static void publish(card_t *c, int device) {
+  hpu_status_page_memory(device, c->st.allocated_bytes, c->st.reserved_bytes, c->st.peak_allocated_bytes);
+}
 
 /* ---- block records ---- */
 
@@ -294,6 +300,7 @@ static void release_cached(card_t *c, int device) {
     block_recycle(c, b);
   }
   c->releasing--;
+  publish(c, device);
   pthread_cond_broadcast(&c->released);
   hpu_mutex_unlock(&c->mu);
 }
@@ -451,6 +458,7 @@ hpu_status_t hpu_malloc(int device, size_t nbytes, void **ptr) {
     c->st.peak_allocated_bytes = c->st.allocated_bytes;
   *ptr = b->ptr;
 out:
+  publish(c, device);
   hpu_mutex_unlock(&c->mu);
   return st;
 }
@@ -488,6 +496,7 @@ hpu_status_t hpu_free(int device, void *ptr) {
                      "(or was already freed)", ptr, device);
   }
   free_block_locked(c, b);
+  publish(c, device);
   hpu_mutex_unlock(&c->mu);
   return HPU_SUCCESS;
 }
@@ -558,6 +567,7 @@ hpu_status_t hpu_memory_reset_peak(int device) {
   if (!c) return st;
   c->st.peak_allocated_bytes = c->st.allocated_bytes;
   c->st.peak_reserved_bytes = c->st.reserved_bytes;
+  publish(c, device);
   hpu_mutex_unlock(&c->mu);
   return HPU_SUCCESS;
 }

@@ -17,6 +17,7 @@
 #include "hpu/device.h"
 #include "hpu/env.h"
 #include "hpu/lazy.h"
+#include "hpu/status_page.h"
 #include "runtime/runtime.h"
 #include "runtime/lock.h"
 
@@ -157,6 +158,7 @@ hpu_status_t hpu_init(void) {
     int cards = 0;
     size_t mem = 0;
     st = read_settings(&cards, &mem);
+    if (st == HPU_SUCCESS) st = hpu_status_page_open(visible_count, physical_ids, mem);
     if (st == HPU_SUCCESS) {
       num_cards = cards;
       card_memory = mem;

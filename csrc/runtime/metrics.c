@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "hpu/metrics.h"
+#include "hpu/status_page.h"
 #include "runtime/lock.h"
 
 typedef struct metric {
@@ -38,6 +39,7 @@ void hpu_metric_add(const char *name, int64_t delta) {
   hpu_mutex_lock(&metrics_lock);
   metric_t *m = find_locked(name, 1);
   if (m) m->value += delta;
+  hpu_status_page_metric(name, delta); /* under the lock: it serialises the page's op slots */
   hpu_mutex_unlock(&metrics_lock);
 }
 

@@ -44,6 +44,7 @@
 #include "hpu/env.h"
 #include "hpu/metrics.h"
 #include "hpu/parallel.h"
+#include "hpu/status_page.h"
 
 #include "runtime/runtime.h"
 #include "runtime/lock.h"
@@ -107,7 +108,9 @@ static void store_error(queue_t *q, hpu_status_t st, const char *msg) {
 
 /* Runs a task without q->mu held (a task may enqueue more work). */
 static void run_task(queue_t *q, const task_t *t) {
+  uint64_t t0 = hpu_now_ns(); /* the card's busy time, for hl-smi (status_page.c) */
   hpu_status_t st = t->fn(t->arg);
+  hpu_status_page_task(q->device, hpu_now_ns() - t0);
   char msg[1024];
   if (st != HPU_SUCCESS) snprintf(msg, sizeof msg, "%s", hpu_last_error());
   if (t->release) t->release(t->arg);
@@ -132,6 +135,7 @@ static task_t take_task(queue_t *q) {
   task_t t = q->ring[q->head];
   q->head = (q->head + 1) & (q->cap - 1);
   q->count--;
+  hpu_status_page_queue_depth(q->device, q->count);
   if (q->count == 0) kick_clear(q);
   atomic_store(&q->running, 1);
   atomic_fetch_add_explicit(&q->started, 1, memory_order_relaxed);
@@ -413,6 +417,7 @@ hpu_status_t hpu_queue_push(int device, hpu_task_fn fn, void *arg, void (*releas
   }
   q->ring[(q->head + q->count) & (q->cap - 1)] = t;
   q->count++;
+  hpu_status_page_queue_depth(device, q->count);
   atomic_fetch_add_explicit(&q->submitted, 1, memory_order_relaxed);
   if (q->sleeping && !defer_wake(q)) pthread_cond_signal(&q->work_cv);
   hpu_mutex_unlock(&q->mu);

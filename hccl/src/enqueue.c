@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hpu/memory.h"
 #include "hpu/status.h"
+#include "hpu/status_page.h"
 #include "hpu/stream.h"
 #include "internal.h"
 
@@ -62,6 +64,26 @@ static hcclResult_t peer_failure(hcclComm_t comm) {
   return hccl_err(hcclRemoteError, "rank %d failed or aborted the communicator", who - 1);
 }
 
+/* Counts the ops' bytes (count x dtype size) on the card's status page,
+ * for hl-smi and the metrics exporter. Before running: a send to oneself
+ * marks its matching receive consumed. Without a stream (the process
+ * group runs blocking collectives on the calling thread) the card is the
+ * one the buffers live on; host buffers are no card's traffic. */
+static void count_bytes(hcclComm_t comm, const hccl_op_t *ops, int nops) {
+  static const int slot[] = {
+      [HCCL_K_ALLREDUCE] = HPU_COLL_ALLREDUCE, [HCCL_K_BROADCAST] = HPU_COLL_BROADCAST,
+      [HCCL_K_REDUCE] = HPU_COLL_REDUCE, [HCCL_K_ALLGATHER] = HPU_COLL_ALLGATHER,
+      [HCCL_K_REDUCESCATTER] = HPU_COLL_REDUCE_SCATTER, [HCCL_K_ALLTOALL] = HPU_COLL_ALLTOALL,
+      [HCCL_K_BARRIER] = -1, [HCCL_K_SEND] = HPU_COLL_SEND, [HCCL_K_RECV] = HPU_COLL_RECV};
+  for (int i = 0; i < nops; i++) {
+    if (ops[i].kind <= 0 || ops[i].kind > HCCL_K_RECV) continue;
+    int device = comm->device;
+    if (device < 0 && hpu_pointer_get_device(ops[i].recvbuff, &device) == HPU_SUCCESS && device < 0)
+      hpu_pointer_get_device(ops[i].sendbuff, &device);
+    hpu_status_page_collective(device, slot[ops[i].kind], ops[i].count * hccl_dtype_size(ops[i].dtype));
+  }
+}
+
 /* Runs one ticket: waits for the earlier tickets, runs, marks it done. An
  * error fails the communicator on every rank. */
 static hcclResult_t execute(hcclComm_t comm, uint64_t ticket, hccl_op_t *ops, int nops, bool run) {
@@ -74,6 +96,7 @@ static hcclResult_t execute(hcclComm_t comm, uint64_t ticket, hccl_op_t *ops, in
       r = hccl_err(comm->async_error != hcclSuccess ? comm->async_error : hcclRemoteError,
                    "communicator already failed: %s", comm->async_msg);
     } else if ((r = peer_failure(comm)) == hcclSuccess) {
+      count_bytes(comm, ops, nops);
       r = hccl_run_ops(comm, ops, nops);
       /* A peer that failed meanwhile may have left data we used: report it. */
       if (r == hcclSuccess) r = peer_failure(comm);

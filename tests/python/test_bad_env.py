@@ -14,6 +14,7 @@ from conftest import run_python
     ("PT_HPU_RECIPE_CACHE_SIZE", "12k"),
     ("PT_HPU_RECIPE_CACHE_BYTES", "-1"),
     ("OMP_NUM_THREADS", "lots"),
+    ("HPU_STATUS_PAGE", "2"),
 ])
 def test_bad_core_setting_is_a_runtime_error(name, value):
     r = run_python("""
