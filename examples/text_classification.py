@@ -479,10 +479,21 @@ def train(run, args, model, data, labels):
     return metrics, losses
 
 
+def _prepared_mask(model, mask):
+    """The [batch, 1, 1, seq] mask transformers would build from a 2D one.
+    Given a 2D mask, transformers first checks on the host whether anything
+    is padded, a read that an HPU graph cannot capture; a 4D mask is taken
+    as it is."""
+    if getattr(model.config, "_attn_implementation", None) == "sdpa":
+        return mask[:, None, None, :].bool()
+    return (1.0 - mask[:, None, None, :].float()) * torch.finfo(torch.float32).min  # eager attention adds it
+
+
 @torch.no_grad()
 def evaluate(run, args, model, data, labels, num_labels):
     model.eval()
     if args.use_hpu_graphs_for_inference:
+        data = dict(data, attention_mask=_prepared_mask(getattr(model, "module", model), data["attention_mask"]))
         model = torch.hpu.wrap_in_hpu_graph(model)
     mine = torch.arange(run.rank, labels.shape[0], run.world)  # every process evaluates its share
     confusion = torch.zeros(num_labels, num_labels, dtype=torch.long)
