@@ -8,6 +8,7 @@ ZeRO stage 1/2 over hccl and tensor-parallel inference on 2 ranks are
 multi-process tests: tests/dist/deepspeed_worker.py and
 tests/dist/deepspeed_inference_worker.py (run by scripts/test_dist.sh)."""
 import copy
+import importlib.util
 import math
 import os
 
@@ -16,27 +17,40 @@ import torch
 
 import habana_torch  # noqa: F401
 
-deepspeed = pytest.importorskip("deepspeed")
+# Not imported here: importing DeepSpeed's ops creates its accelerator, which
+# switches on deterministic algorithms for the process (HPU_Accelerator.
+# __init__), and a module-level import would do that at collection, for every
+# test of the session (e.g. interpolate then takes PyTorch's decomposition on
+# any non-CPU device and rounds uint8 differently from the CPU kernel).
+if importlib.util.find_spec("deepspeed") is None:
+    pytest.skip("deepspeed is not installed", allow_module_level=True)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _restore_process_state():
+    """What DeepSpeed's accelerator changes for the whole process
+    (deterministic algorithms, two environment variables) is put back for the
+    tests of other modules."""
+    env = dict(os.environ)
+    det = torch.are_deterministic_algorithms_enabled()
+    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    fill = torch.utils.deterministic.fill_uninitialized_memory
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(det, warn_only=warn_only)
+        torch.utils.deterministic.fill_uninitialized_memory = fill
+        os.environ.clear()
+        os.environ.update(env)
 
 
 @pytest.fixture(scope="module")
 def accel():
-    """DeepSpeed's accelerator, as DeepSpeed detects it. Creating it switches
-    on deterministic algorithms and sets two environment variables
-    (HPU_Accelerator.__init__); they are put back for the other tests."""
+    """DeepSpeed's accelerator, as DeepSpeed detects it."""
     from deepspeed.accelerator import get_accelerator
 
-    env = dict(os.environ)
-    det = torch.are_deterministic_algorithms_enabled()
-    fill = torch.utils.deterministic.fill_uninitialized_memory
     os.environ.pop("DS_ACCELERATOR", None)
-    try:
-        yield get_accelerator()
-    finally:
-        torch.use_deterministic_algorithms(det)
-        torch.utils.deterministic.fill_uninitialized_memory = fill
-        os.environ.clear()
-        os.environ.update(env)
+    return get_accelerator()
 
 
 def test_deepspeed_detects_the_hpu(accel):
@@ -327,6 +341,8 @@ def test_init_inference_gpt2_on_one_card_gives_the_cpu_tokens(accel):
     with torch.no_grad():
         want = hf.generate(prompt, attention_mask=torch.ones_like(prompt), **kw)
     was_initialized = dist.is_initialized()
+    import deepspeed
+
     engine = deepspeed.init_inference(copy.deepcopy(hf), dtype=torch.float32, replace_with_kernel_inject=False)
     try:
         assert next(engine.module.parameters()).device == torch.device("hpu", 0)
