@@ -28,7 +28,9 @@ CHILD = textwrap.dedent("""
 
 def _env():
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.path.join(ROOT, "python") + os.pathsep + env.get("PYTHONPATH", "")
+    # The children import what this process imports (an installed package,
+    # or a source tree with its extension built in place).
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
     for name in ("HABANA_VISIBLE_DEVICES", "HABANA_VISIBLE_MODULES", "HPU_NUM_CARDS", "HPU_STATUS_PAGE"):
         env.pop(name, None)
     return env
