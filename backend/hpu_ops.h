@@ -56,10 +56,10 @@ at::Tensor new_hpu_tensor(at::IntArrayRef shape, at::ScalarType dtype, c10::Devi
 // (hpu_tensor_output_strides): row-major unless the inputs say otherwise.
 at::Tensor new_elementwise_output(at::IntArrayRef shape, at::ScalarType dtype,
                                   c10::DeviceIndex device,
-                                  c10::ArrayRef<const at::Tensor*> inputs);
+                                  std::initializer_list<const at::Tensor*> inputs);
 // Resizes an out= tensor whose shape is not `shape`, laid out as
 // new_elementwise_output would be; one of the right shape is left alone.
 void resize_elementwise_output(const at::Tensor& out, at::IntArrayRef shape,
-                               c10::ArrayRef<const at::Tensor*> inputs);
+                               std::initializer_list<const at::Tensor*> inputs);
 
 }  // namespace habana_torch

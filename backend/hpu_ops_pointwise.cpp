@@ -11,7 +11,6 @@
 #include <c10/util/irange.h>
 #include <torch/library.h>
 
-#include <array>
 #include <limits>
 
 #include "hpu_pointwise.h"
@@ -87,23 +86,6 @@ void run(hpu_op_t op, const at::Tensor& out, std::initializer_list<Arg> args,
 }
 
 // Functional: a new output of dtype `result`.
-namespace {
-// The operands as TensorIterator sees them: a Scalar argument is a 0-dim
-// operand (PyTorch wraps it in a tensor), which matters for the layout.
-struct Operands {
-  std::array<const at::Tensor*, 8> ptrs{};
-  size_t n = 0;
-  operator c10::ArrayRef<const at::Tensor*>() const { return {ptrs.data(), n}; }
-};
-Operands operands(std::initializer_list<Arg> args, const Params& prm) {
-  static const at::Tensor scalar = at::empty({});
-  Operands o;
-  for (const Arg& a : args)
-    if (o.n < o.ptrs.size() && (a.t || prm.scalars_are_operands)) o.ptrs[o.n++] = a.t ? a.t : &scalar;
-  return o;
-}
-}  // namespace
-
 at::Tensor pw(const char* name, hpu_op_t op, std::initializer_list<Arg> args,
               at::ScalarType result, at::ScalarType compute, const Params& prm) {
   check_devices(name, args, nullptr);
@@ -111,8 +93,16 @@ at::Tensor pw(const char* name, hpu_op_t op, std::initializer_list<Arg> args,
   check_hpu_dtype(compute, name);
   const at::Tensor* anchor = anchor_of(args);
   at::Tensor out;
-  if (is_hpu(*anchor)) {
-    out = new_elementwise_output(shape_of(args), result, anchor->device().index(), operands(args, prm));
+  if (args.size() == 1 || std::all_of(args.begin() + 1, args.end(), [&](const Arg& a) {
+        return !a.t || a.t->sizes() == anchor->sizes() || is_cpu_scalar(*a.t);
+      })) {
+    // Same shape everywhere: keep the layout of the first tensor (as TensorIterator).
+    if (is_hpu(*anchor) && anchor->is_contiguous())
+      out = new_hpu_tensor(anchor->sizes(), result, anchor->device().index());
+    else
+      out = at::empty_like(*anchor, anchor->options().dtype(result));
+  } else if (is_hpu(*anchor)) {
+    out = new_hpu_tensor(shape_of(args), result, anchor->device().index());
   } else {
     out = at::empty(shape_of(args), anchor->options().dtype(result));
   }
@@ -133,7 +123,7 @@ at::Tensor& pw_into(const char* name, hpu_op_t op, at::Tensor& out, bool inplace
     TORCH_CHECK(out.sizes() == at::IntArrayRef(shape), "output with shape ", out.sizes(),
                 " doesn't match the broadcast shape ", at::IntArrayRef(shape));
   } else {
-    resize_elementwise_output(out, shape, operands(args, prm));
+    at::native::resize_output(out, shape);
   }
   run(op, out, args, compute, prm);
   return out;
@@ -339,13 +329,6 @@ at::Tensor rsub(const at::Tensor& self, const at::Tensor& other, const c10::Scal
 
 // pow ---------------------------------------------------------------------------
 
-// pow(Tensor, Scalar) is a unary op on the CPU: the exponent is a parameter.
-Params scalar_param() {
-  Params p;
-  p.scalars_are_operands = false;
-  return p;
-}
-
 void check_pow_int(const at::Tensor& base, const c10::Scalar& e) {
   if (at::isIntegralType(base.scalar_type(), true) && e.isIntegral(true))
     TORCH_CHECK(e.toLong() >= 0, "Integers to negative integer powers are not allowed.");
@@ -353,7 +336,7 @@ void check_pow_int(const at::Tensor& base, const c10::Scalar& e) {
 at::Tensor pow_ts(const at::Tensor& a, const c10::Scalar& e) {
   check_pow_int(a, e);
   auto t = result_of({a, e});
-  return pw("pow", HPU_OP_POW, {a, e}, t, t, scalar_param());
+  return pw("pow", HPU_OP_POW, {a, e}, t, t);
 }
 at::Tensor& pow_ts_(at::Tensor& a, const c10::Scalar& e) {
   check_pow_int(a, e);
@@ -363,7 +346,7 @@ at::Tensor& pow_ts_(at::Tensor& a, const c10::Scalar& e) {
 at::Tensor& pow_ts_out(const at::Tensor& a, const c10::Scalar& e, at::Tensor& out) {
   check_pow_int(a, e);
   auto t = result_of({a, e});
-  return pw_into("pow", HPU_OP_POW, out, false, {a, e}, t, t, scalar_param());
+  return pw_into("pow", HPU_OP_POW, out, false, {a, e}, t, t);
 }
 at::Tensor pow_st(const c10::Scalar& s, const at::Tensor& e) {
   auto t = result_of({s, e});

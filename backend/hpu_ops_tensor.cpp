@@ -228,7 +228,7 @@ at::Tensor new_hpu_tensor(at::IntArrayRef size, at::ScalarType type, c10::Device
 namespace {
 // The CPU's strides for an elementwise result of `shape` over `inputs`
 // (hpu_tensor_output_strides); false when they are plain row-major.
-bool elementwise_strides(at::IntArrayRef shape, c10::ArrayRef<const at::Tensor*> inputs,
+bool elementwise_strides(at::IntArrayRef shape, std::initializer_list<const at::Tensor*> inputs,
                          int64_t* strides) {
   constexpr int kMaxInputs = 8;
   const int ndim = static_cast<int>(shape.size());
@@ -252,7 +252,7 @@ bool elementwise_strides(at::IntArrayRef shape, c10::ArrayRef<const at::Tensor*>
 }  // namespace
 
 at::Tensor new_elementwise_output(at::IntArrayRef shape, at::ScalarType type, c10::DeviceIndex device,
-                                  c10::ArrayRef<const at::Tensor*> inputs) {
+                                  std::initializer_list<const at::Tensor*> inputs) {
   int64_t strides[HPU_MAX_DIMS];
   if (!elementwise_strides(shape, inputs, strides)) return new_hpu_tensor(shape, type, device);
   c10::DeviceGuard guard(c10::Device(c10::DeviceType::HPU, device));
@@ -264,7 +264,7 @@ at::Tensor new_elementwise_output(at::IntArrayRef shape, at::ScalarType type, c1
 // output would be (TensorIterator does the same); one of the right shape
 // keeps its strides.
 void resize_elementwise_output(const at::Tensor& out, at::IntArrayRef shape,
-                               c10::ArrayRef<const at::Tensor*> inputs) {
+                               std::initializer_list<const at::Tensor*> inputs) {
   if (out.sizes() == shape) return;
   at::native::resize_output(out, shape);
   int64_t strides[HPU_MAX_DIMS];

@@ -40,8 +40,6 @@ at::Tensor& clamp_into(const char* name, at::Tensor* out, bool inplace, const at
   auto t = clamp_type(self, lo, hi, mask);
   Params p;
   p.i[0] = mask;
-  // Scalar bounds are parameters of the CPU's kernel, not operands.
-  p.scalars_are_operands = false;
   // Absent bounds are placeholder scalar operands the kernel ignores.
   c10::Scalar zero(0);
   Arg l = (mask & 1) ? lo : Arg(zero), h = (mask & 2) ? hi : Arg(zero);

@@ -19,10 +19,6 @@ namespace pointwise {
 struct Params {
   hpu_scalar_t s[6] = {};
   int64_t i[4] = {};
-  // Scalar arguments count as operands for the output's layout (PyTorch
-  // wraps add/compare/where scalars in tensors); ops whose CPU kernel takes
-  // them as parameters (clamp, pow with a scalar exponent) say false.
-  bool scalars_are_operands = true;
 };
 
 // Integer inputs of float ops compute in the default float type.
