@@ -51,15 +51,5 @@ at::ScalarType result_of(std::initializer_list<Arg> args);
 // of nearly every functional op, and the empty op itself.
 at::Tensor new_hpu_tensor(at::IntArrayRef shape, at::ScalarType dtype, c10::DeviceIndex device,
                           std::optional<at::MemoryFormat> memory_format = std::nullopt);
-// A new output of an elementwise op over `inputs` (tensors, CPU scalars
-// included; null entries skipped), laid out as the CPU would lay it out
-// (hpu_tensor_output_strides): row-major unless the inputs say otherwise.
-at::Tensor new_elementwise_output(at::IntArrayRef shape, at::ScalarType dtype,
-                                  c10::DeviceIndex device,
-                                  std::initializer_list<const at::Tensor*> inputs);
-// Resizes an out= tensor whose shape is not `shape`, laid out as
-// new_elementwise_output would be; one of the right shape is left alone.
-void resize_elementwise_output(const at::Tensor& out, at::IntArrayRef shape,
-                               std::initializer_list<const at::Tensor*> inputs);
 
 }  // namespace habana_torch

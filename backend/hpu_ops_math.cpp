@@ -81,7 +81,7 @@ at::Tensor binary(const BinarySpec& spec, const at::Tensor& a, const at::Tensor&
   check_hpu_dtype(type, spec.name);
   auto shape = at::infer_size(a.sizes(), b.sizes());
   const at::Tensor& anchor = is_hpu(a) ? a : b;
-  at::Tensor out = new_elementwise_output(shape, type, anchor.device().index(), {&a, &b});
+  at::Tensor out = new_hpu_tensor(shape, type, anchor.device().index());
   run_binary(spec, out, a, b, type);
   return out;
 }
@@ -98,7 +98,7 @@ at::Tensor& binary_out(const BinarySpec& spec, const at::Tensor& a, const at::Te
       TORCH_CHECK(false, "output with shape ", out.sizes(),
                   " doesn't match the broadcast shape ", at::IntArrayRef(shape));
     }
-    resize_elementwise_output(out, shape, {&a, &b});
+    at::native::resize_output(out, shape);
   }
   run_binary(spec, out, a, b, type);
   return out;
@@ -159,7 +159,7 @@ void run_relu(const at::Tensor& out, const at::Tensor& self) {
   launch(out.device().index(), node);
 }
 at::Tensor relu(const at::Tensor& self) {
-  at::Tensor out = new_elementwise_output(self.sizes(), self.scalar_type(), self.device().index(), {&self});
+  at::Tensor out = at::empty_like(self, at::MemoryFormat::Contiguous);
   run_relu(out, self);
   return out;
 }

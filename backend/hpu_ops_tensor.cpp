@@ -225,53 +225,6 @@ at::Tensor new_hpu_tensor(at::IntArrayRef size, at::ScalarType type, c10::Device
   return make();
 }
 
-namespace {
-// The CPU's strides for an elementwise result of `shape` over `inputs`
-// (hpu_tensor_output_strides); false when they are plain row-major.
-bool elementwise_strides(at::IntArrayRef shape, std::initializer_list<const at::Tensor*> inputs,
-                         int64_t* strides) {
-  constexpr int kMaxInputs = 8;
-  const int ndim = static_cast<int>(shape.size());
-  if (ndim <= 1 || ndim > HPU_MAX_DIMS || inputs.size() > kMaxInputs) return false;
-  hpu_tensor_t descs[kMaxInputs];
-  const hpu_tensor_t* ptrs[kMaxInputs];
-  int n = 0;
-  for (const at::Tensor* t : inputs) {
-    if (!t || !t->defined()) continue;
-    if (t->dim() > HPU_MAX_DIMS) return false;  // the op itself reports it
-    hpu_tensor_t& d = descs[n];
-    d.ndim = static_cast<int>(t->dim());
-    for (int k = 0; k < d.ndim; k++) {
-      d.sizes[k] = t->size(k);
-      d.strides[k] = t->stride(k);
-    }
-    ptrs[n++] = &d;
-  }
-  return n > 0 && !hpu_tensor_output_strides(ndim, shape.data(), n, ptrs, strides);
-}
-}  // namespace
-
-at::Tensor new_elementwise_output(at::IntArrayRef shape, at::ScalarType type, c10::DeviceIndex device,
-                                  std::initializer_list<const at::Tensor*> inputs) {
-  int64_t strides[HPU_MAX_DIMS];
-  if (!elementwise_strides(shape, inputs, strides)) return new_hpu_tensor(shape, type, device);
-  c10::DeviceGuard guard(c10::Device(c10::DeviceType::HPU, device));
-  return at::detail::empty_strided_generic(shape, at::IntArrayRef(strides, shape.size()), allocator(),
-                                           c10::DispatchKeySet(c10::DispatchKey::HPU), type);
-}
-
-// An out= tensor of the wrong shape is resized and laid out as a new
-// output would be (TensorIterator does the same); one of the right shape
-// keeps its strides.
-void resize_elementwise_output(const at::Tensor& out, at::IntArrayRef shape,
-                               std::initializer_list<const at::Tensor*> inputs) {
-  if (out.sizes() == shape) return;
-  at::native::resize_output(out, shape);
-  int64_t strides[HPU_MAX_DIMS];
-  if (elementwise_strides(shape, inputs, strides))
-    out.as_strided_(shape, at::IntArrayRef(strides, shape.size()));
-}
-
 c10::MaybeOwned<at::Tensor> on_device(const at::Tensor& t, const at::Tensor& like) {
   if (!is_cpu_scalar(t) || !is_hpu(like)) return c10::MaybeOwned<at::Tensor>::borrowed(t);
   // A FILL node rather than a host-to-device copy: no wait for the card, so

@@ -94,16 +94,6 @@ int hpu_tensor_output_strides(int ndim, const int64_t *sizes, int ninputs,
   dense_strides(ndim, sizes, order, strides);
   if (ndim <= 1 || ninputs <= 0) return 1;
 
-  /* The common case, decided without sorting: row-major operands with no
-   * dim of size 0 or 1 have strictly decreasing strides, so every operand
-   * ranks the dims in row-major order. */
-  int plain = 1;
-  for (int k = 0; k < ninputs && plain; k++) {
-    plain = hpu_tensor_is_contiguous(inputs[k]);
-    for (int d = 0; d < inputs[k]->ndim && plain; d++) plain = inputs[k]->sizes[d] >= 2;
-  }
-  if (plain) return 1;
-
   int all_same_shape = 1;
   for (int k = 0; k < ninputs && all_same_shape; k++)
     all_same_shape = same_shape(inputs[k], ndim, sizes);
