@@ -46,13 +46,6 @@ static inline void *hpu_tensor_data(const hpu_tensor_t *t) {
 int hpu_tensor_init_contiguous(hpu_tensor_t *t, void *storage, hpu_dtype_t dtype,
                                int ndim, const int64_t *sizes);
 
-/* The strides of a new output of `ndim`/`sizes` computed elementwise from
- * `inputs` (which broadcast to it; a 0-dim descriptor stands for a scalar
- * operand), chosen as PyTorch's TensorIterator chooses them, so hpu results
- * have the CPU's layout. Returns 1 when they are row-major contiguous. */
-int hpu_tensor_output_strides(int ndim, const int64_t *sizes, int ninputs,
-                              const hpu_tensor_t *const *inputs, int64_t *strides);
-
 #ifdef __cplusplus
 }
 #endif
