@@ -96,11 +96,14 @@ at::Tensor pw(const char* name, hpu_op_t op, std::initializer_list<Arg> args,
   if (args.size() == 1 || std::all_of(args.begin() + 1, args.end(), [&](const Arg& a) {
         return !a.t || a.t->sizes() == anchor->sizes() || is_cpu_scalar(*a.t);
       })) {
-    // Same shape everywhere: keep the layout of the first tensor (as TensorIterator).
-    if (is_hpu(*anchor) && anchor->is_contiguous())
+    // Row-major whatever the inputs' layout: PyTorch models the hpu device
+    // that way (its fake tensors, which torch.compile traces with, give hpu
+    // ops row-major results), as Gaudi's bridge does. The CPU would keep the
+    // first tensor's layout instead (docs/NUMERICS.md).
+    if (is_hpu(*anchor))
       out = new_hpu_tensor(anchor->sizes(), result, anchor->device().index());
     else
-      out = at::empty_like(*anchor, anchor->options().dtype(result));
+      out = at::empty(anchor->sizes(), anchor->options().dtype(result));
   } else if (is_hpu(*anchor)) {
     out = new_hpu_tensor(shape_of(args), result, anchor->device().index());
   } else {
