@@ -146,7 +146,8 @@ def profile_summary(device, bf16, data, steps=5):
         for i in range(steps):
             idx = slice(64 * i, 64 * (i + 1))
             train_step(model, opt, xt[idx].to(device), yt[idx].to(device), device, bf16)
-        torch.hpu.synchronize() if device.startswith("hpu") else None
+        if device.startswith("hpu"):
+            torch.hpu.synchronize()
     print(f"== profile of {steps} training steps on {device} (host time per op, top 10)")
     print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=10))
 
