@@ -8,7 +8,6 @@
 // next synchronize (.cpu(), .item(), torch.hpu.synchronize()) raises as
 // IndexError. Index tensors given on the CPU are checked here at once.
 #include <ATen/ExpandUtils.h>
-#include <ATen/SDPBackend.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/Resize.h>
 #include <ATen/native/TypeProperties.h>
@@ -1196,15 +1195,6 @@ std::tuple<at::Tensor&, at::Tensor&> sort_out(const at::Tensor& self, std::optio
   return {values, indices};
 }
 
-// ---- attention ------------------------------------------------------------------------
-
-// scaled_dot_product_attention asks the backend which kernel to use: the
-// math path (matmul, softmax, ... all hpu ops).
-int64_t fused_sdp_choice(const at::Tensor&, const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
-                         double, bool, std::optional<double>, bool) {
-  return static_cast<int64_t>(at::SDPBackend::math);
-}
-
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, HPU, m) {
@@ -1259,7 +1249,6 @@ TORCH_LIBRARY_IMPL(aten, HPU, m) {
   m.impl("nll_loss2d_forward.output", TORCH_FN(nll_loss2d_forward_out));
   m.impl("nll_loss2d_backward", TORCH_FN(nll_loss2d_backward));
   m.impl("nll_loss2d_backward.grad_input", TORCH_FN(nll_loss2d_backward_out));
-  m.impl("_fused_sdp_choice", TORCH_FN(fused_sdp_choice));
 }
 
 TORCH_LIBRARY_IMPL(aten, HPU, m) {

@@ -1,0 +1,324 @@
+/* Fused scaled dot-product attention (HPU_OP_ATTENTION and its backward),
+ * flash-attention style: queries in blocks of BQ rows against keys in
+ * blocks of BK, with an online softmax (a running max and sum per row), so
+ * the [L, S] score matrix never exists beyond one BQ x BK tile.
+ *
+ * Every tile is widened to float32 scratch and every product runs in
+ * float32 through our GEMM microkernels (gemm.c: AVX-512, else AVX2, else a
+ * plain loop), so bf16 and fp16 inputs get float32 accumulation and one
+ * rounding at the end. The forward splits batch * heads * query blocks over
+ * the kernel pool. The backward recomputes each tile's probabilities from
+ * the saved log-sum-exp and splits batch * heads over the pool: one task
+ * owns a head's dK and dV, so no two tasks add into the same rows.
+ *
+ * Causal masking is top-left aligned as torch's SDPA (query i sees keys
+ * j <= i, whatever L and S are). A row whose keys are all masked gives a
+ * zero output, a log-sum-exp of -inf and zero gradients, as torch's math
+ * path (_safe_softmax) does. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hpu/parallel.h"
+#include "kernels/cvt.h"
+#include "kernels/gemm.h"
+#include "kernels/nn_rows.h"
+#include "kernels/nn_util.h"
+
+#define BQ 64
+#define BK 64
+
+/* C[m, n] = alpha * A @ B + beta * C, float32, strided A and B, C row-major
+ * with leading dimension ldc. Called from pool tasks, so the GEMM runs
+ * inline on the task's thread (nested parallel calls do). */
+static void mm(int64_t m, int64_t n, int64_t k, const float *a, int64_t ars, int64_t acs, const float *b,
+               int64_t brs, int64_t bcs, float *c, int64_t ldc, float alpha, float beta) {
+  hpu_gemm_t g = {m, n, k, a, ars, acs, b, brs, bcs, c, ldc, 1, HPU_FLOAT32, alpha, beta};
+  if (hpu_gemm_run(&g, HPU_GEMM_F32FMA) == 0 || hpu_gemm_run(&g, HPU_GEMM_F32AVX2) == 0) return;
+  for (int64_t i = 0; i < m; i++) {
+    float *ci = c + i * ldc;
+    for (int64_t j = 0; j < n; j++) ci[j] = beta == 0.0f ? 0.0f : beta * ci[j];
+    for (int64_t p = 0; p < k; p++) {
+      float av = alpha * a[i * ars + p * acs];
+      for (int64_t j = 0; j < n; j++) ci[j] += av * b[p * brs + j * bcs];
+    }
+  }
+}
+
+/* The [B, H, rows, cols] operand t at (b, h): rows [r0, r0 + nr), columns
+ * [c0, c0 + nc) widened into dst (row-major, nc columns). */
+static void load_rows(float *dst, const hpu_tensor_t *t, int64_t b, int64_t h, int64_t r0, int64_t nr,
+                      int64_t c0, int64_t nc) {
+  const char *base = (const char *)hpu_tensor_data(t);
+  int64_t es = hpu_dtype_size(t->dtype);
+  for (int64_t r = 0; r < nr; r++) {
+    const char *p = base + (b * t->strides[0] + h * t->strides[1] + (r0 + r) * t->strides[2] +
+                            c0 * t->strides[3]) * es;
+    float *d = dst + r * nc;
+    if (t->strides[3] == 1) {
+      hpu_nn_load_row(d, p, nc, t->dtype);
+    } else {
+      for (int64_t j = 0; j < nc; j++) d[j] = hpu_load_f32(p + j * t->strides[3] * es, t->dtype);
+    }
+  }
+}
+
+static void store_rows(const hpu_tensor_t *t, int64_t b, int64_t h, int64_t r0, int64_t nr, const float *src,
+                       int64_t nc) {
+  char *base = (char *)hpu_tensor_data(t);
+  int64_t es = hpu_dtype_size(t->dtype);
+  for (int64_t r = 0; r < nr; r++) {
+    char *p = base + (b * t->strides[0] + h * t->strides[1] + (r0 + r) * t->strides[2]) * es;
+    if (t->strides[3] == 1)
+      hpu_nn_store_row(p, src + r * nc, nc, t->dtype);
+    else
+      for (int64_t j = 0; j < nc; j++) hpu_store_f32(p + j * t->strides[3] * es, t->dtype, src[r * nc + j]);
+  }
+}
+
+typedef struct {
+  const hpu_node_t *n;
+  const hpu_nn_rows_t *R;
+  int64_t B, H, L, S, D, Dv;
+  int causal, has_mask;
+  float scale;
+  int64_t nqb; /* query blocks per head */
+} attn_t;
+
+/* Adds the mask and the causal limit to the scores s [nq, nk] of query rows
+ * q0.. and key columns k0.. (masked entries become -inf). */
+static void mask_tile(const attn_t *c, int64_t b, int64_t h, int64_t q0, int64_t nq, int64_t k0, int64_t nk,
+                      float *s) {
+  const hpu_tensor_t *m = c->has_mask ? &c->n->inputs[3] : NULL;
+  const char *mb = m ? (const char *)hpu_tensor_data(m) : NULL;
+  int64_t es = m ? hpu_dtype_size(m->dtype) : 0;
+  for (int64_t i = 0; i < nq; i++) {
+    float *si = s + i * nk;
+    if (m) {
+      const char *p = mb + (b * m->strides[0] + h * m->strides[1] + (q0 + i) * m->strides[2] +
+                            k0 * m->strides[3]) * es;
+      if (m->dtype == HPU_BOOL) {
+        for (int64_t j = 0; j < nk; j++)
+          if (!p[j * m->strides[3]]) si[j] = -INFINITY;
+      } else {
+        for (int64_t j = 0; j < nk; j++) si[j] += hpu_load_f32(p + j * m->strides[3] * es, m->dtype);
+      }
+    }
+    if (c->causal)
+      for (int64_t j = q0 + i + 1 - k0 < 0 ? 0 : q0 + i + 1 - k0; j < nk; j++) si[j] = -INFINITY;
+  }
+}
+
+/* Keys a causal query block [q0, q0 + nq) can see: [0, q0 + nq). */
+static int64_t key_end(const attn_t *c, int64_t q0, int64_t nq) {
+  if (!c->causal) return c->S;
+  return q0 + nq < c->S ? q0 + nq : c->S;
+}
+
+/* ---- forward ------------------------------------------------------------ */
+
+static void fwd_range(void *vctx, int64_t begin, int64_t end) {
+  const attn_t *c = vctx;
+  const hpu_node_t *n = c->n;
+  int64_t D = c->D, Dv = c->Dv;
+  float *buf = malloc(sizeof(float) * (size_t)(BQ * D + BK * D + BK * Dv + BQ * BK + BQ * Dv + 2 * BQ));
+  if (!buf) return; /* cannot happen in practice; the outputs stay unwritten */
+  float *q = buf, *k = q + BQ * D, *v = k + BK * D, *s = v + BK * Dv, *acc = s + BQ * BK;
+  float *mx = acc + BQ * Dv, *sum = mx + BQ;
+  for (int64_t t = begin; t < end; t++) {
+    int64_t bh = t / c->nqb, b = bh / c->H, h = bh % c->H;
+    int64_t q0 = (t % c->nqb) * BQ, nq = c->L - q0 < BQ ? c->L - q0 : BQ;
+    load_rows(q, &n->inputs[0], b, h, q0, nq, 0, D);
+    memset(acc, 0, sizeof(float) * (size_t)(nq * Dv));
+    for (int64_t i = 0; i < nq; i++) mx[i] = -INFINITY, sum[i] = 0.0f;
+    int64_t kend = key_end(c, q0, nq);
+    for (int64_t k0 = 0; k0 < kend; k0 += BK) {
+      int64_t nk = kend - k0 < BK ? kend - k0 : BK;
+      load_rows(k, &n->inputs[1], b, h, k0, nk, 0, D);
+      load_rows(v, &n->inputs[2], b, h, k0, nk, 0, Dv);
+      mm(nq, nk, D, q, D, 1, k, 1, D, s, nk, c->scale, 0.0f); /* s = scale * q @ k^T */
+      mask_tile(c, b, h, q0, nq, k0, nk, s);
+      for (int64_t i = 0; i < nq; i++) {
+        float *si = s + i * nk, m = c->R->max(si, nk);
+        m = m > mx[i] ? m : mx[i];
+        if (m == -INFINITY) { /* every key so far masked: nothing to add */
+          memset(si, 0, sizeof(float) * (size_t)nk);
+          continue;
+        }
+        float corr = expf(mx[i] - m);
+        sum[i] = sum[i] * corr + c->R->exp(si, si, nk, m);
+        mx[i] = m;
+        if (corr != 1.0f) c->R->scale(acc + i * Dv, Dv, corr, 0.0f);
+      }
+      mm(nq, Dv, nk, s, nk, 1, v, Dv, 1, acc, Dv, 1.0f, 1.0f); /* acc += p @ v */
+    }
+    float *lse = (float *)hpu_tensor_data(&n->outputs[1]) + (bh * c->L + q0);
+    for (int64_t i = 0; i < nq; i++) {
+      c->R->scale(acc + i * Dv, Dv, sum[i] > 0.0f ? 1.0f / sum[i] : 0.0f, 0.0f);
+      lse[i] = sum[i] > 0.0f ? mx[i] + logf(sum[i]) : -INFINITY;
+    }
+    store_rows(&n->outputs[0], b, h, q0, nq, acc, Dv);
+  }
+  free(buf);
+}
+
+static void attn_setup(attn_t *c, const hpu_node_t *n, int64_t D, int64_t Dv) {
+  const hpu_tensor_t *k = &n->inputs[1];
+  c->n = n;
+  c->B = k->sizes[0];
+  c->H = k->sizes[1];
+  c->S = k->sizes[2];
+  c->L = n->inputs[0].sizes[2];
+  c->R = hpu_nn_rows();
+  c->D = D;
+  c->Dv = Dv;
+  c->causal = (int)n->params.nn.i[0];
+  c->has_mask = n->num_inputs == 4;
+  c->scale = (float)hpu_scalar_as_double(n->params.nn.s[0]);
+  c->nqb = (c->L + BQ - 1) / BQ;
+}
+
+void hpu_nn_attention(const hpu_node_t *n) {
+  attn_t c;
+  attn_setup(&c, n, n->inputs[0].sizes[3], n->inputs[2].sizes[3]);
+  hpu_parallel_for(c.B * c.H * c.nqb, 1, fwd_range, &c);
+}
+
+/* ---- backward ----------------------------------------------------------- */
+
+/* in0 = [B, H, L, D + 2 Dv]: q | dO | O; in1 = [B, H, S, D + Dv]: k | v. */
+static void bwd_range(void *vctx, int64_t begin, int64_t end) {
+  const attn_t *c = vctx;
+  const hpu_node_t *n = c->n;
+  int64_t D = c->D, Dv = c->Dv, S = c->S;
+  size_t per = (size_t)(S * D + S * Dv + S * D + S * Dv + BQ * D + 2 * BQ * Dv + BQ * D + 2 * BQ * BK + BQ);
+  float *buf = malloc(sizeof(float) * per);
+  if (!buf) return;
+  float *kf = buf, *vf = kf + S * D, *dk = vf + S * Dv, *dv = dk + S * D;
+  float *q = dv + S * Dv, *dout = q + BQ * D, *o = dout + BQ * Dv, *dq = o + BQ * Dv;
+  float *p = dq + BQ * D, *dp = p + BQ * BK, *delta = dp + BQ * BK;
+  for (int64_t bh = begin; bh < end; bh++) {
+    int64_t b = bh / c->H, h = bh % c->H;
+    load_rows(kf, &n->inputs[1], b, h, 0, S, 0, D);
+    load_rows(vf, &n->inputs[1], b, h, 0, S, D, Dv);
+    memset(dk, 0, sizeof(float) * (size_t)(S * D));
+    memset(dv, 0, sizeof(float) * (size_t)(S * Dv));
+    const float *lse = (const float *)hpu_tensor_data(&n->inputs[2]) + bh * c->L;
+    for (int64_t q0 = 0; q0 < c->L; q0 += BQ) {
+      int64_t nq = c->L - q0 < BQ ? c->L - q0 : BQ;
+      load_rows(q, &n->inputs[0], b, h, q0, nq, 0, D);
+      load_rows(dout, &n->inputs[0], b, h, q0, nq, D, Dv);
+      load_rows(o, &n->inputs[0], b, h, q0, nq, D + Dv, Dv);
+      for (int64_t i = 0; i < nq; i++) delta[i] = c->R->dot(dout + i * Dv, o + i * Dv, Dv);
+      memset(dq, 0, sizeof(float) * (size_t)(nq * D));
+      int64_t kend = key_end(c, q0, nq);
+      for (int64_t k0 = 0; k0 < kend; k0 += BK) {
+        int64_t nk = kend - k0 < BK ? kend - k0 : BK;
+        const float *kb = kf + k0 * D, *vb = vf + k0 * Dv;
+        mm(nq, nk, D, q, D, 1, kb, 1, D, p, nk, c->scale, 0.0f);
+        mask_tile(c, b, h, q0, nq, k0, nk, p);
+        for (int64_t i = 0; i < nq; i++) {
+          float l = lse[q0 + i];
+          if (l == -INFINITY)
+            memset(p + i * nk, 0, sizeof(float) * (size_t)nk);
+          else
+            c->R->exp(p + i * nk, p + i * nk, nk, l);
+        }
+        mm(nq, nk, Dv, dout, Dv, 1, vb, 1, Dv, dp, nk, 1.0f, 0.0f); /* dp = dO @ v^T */
+        for (int64_t i = 0; i < nq; i++)
+          for (int64_t j = 0; j < nk; j++) dp[i * nk + j] = p[i * nk + j] * (dp[i * nk + j] - delta[i]);
+        mm(nk, Dv, nq, p, 1, nk, dout, Dv, 1, dv + k0 * Dv, Dv, 1.0f, 1.0f);    /* dv += p^T dO */
+        mm(nk, D, nq, dp, 1, nk, q, D, 1, dk + k0 * D, D, c->scale, 1.0f);      /* dk += s ds^T q */
+        mm(nq, D, nk, dp, nk, 1, kb, D, 1, dq, D, c->scale, 1.0f);              /* dq += s ds k */
+      }
+      store_rows(&n->outputs[0], b, h, q0, nq, dq, D);
+    }
+    store_rows(&n->outputs[1], b, h, 0, S, dk, D);
+    store_rows(&n->outputs[2], b, h, 0, S, dv, Dv);
+  }
+  free(buf);
+}
+
+void hpu_nn_attention_backward(const hpu_node_t *n) {
+  attn_t c;
+  int64_t D = n->outputs[0].sizes[3], Dv = n->outputs[2].sizes[3];
+  attn_setup(&c, n, D, Dv);
+  hpu_parallel_for(c.B * c.H, 1, bwd_range, &c);
+}
+
+/* ---- validation ---------------------------------------------------------- */
+
+static int attn_float(hpu_dtype_t dt) { return dt == HPU_FLOAT32 || dt == HPU_BFLOAT16 || dt == HPU_FLOAT16; }
+
+static hpu_status_t check4(const char *name, const char *what, const hpu_tensor_t *t, int64_t b, int64_t h,
+                           int64_t r, int64_t cols, hpu_dtype_t dt) {
+  if (t->ndim != 4)
+    return hpu_error(HPU_ERROR_INVALID_ARGUMENT, "%s: %s must have 4 dims [B, H, rows, cols], got %d", name, what,
+                     t->ndim);
+  if (t->sizes[0] != b || t->sizes[1] != h || t->sizes[2] != r || (cols >= 0 && t->sizes[3] != cols))
+    return hpu_error(HPU_ERROR_INVALID_ARGUMENT,
+                     "%s: %s is [%lld, %lld, %lld, %lld], expected [%lld, %lld, %lld, %lld]", name, what,
+                     (long long)t->sizes[0], (long long)t->sizes[1], (long long)t->sizes[2], (long long)t->sizes[3],
+                     (long long)b, (long long)h, (long long)r, (long long)(cols >= 0 ? cols : t->sizes[3]));
+  if (t->dtype != dt)
+    return hpu_error(HPU_ERROR_INVALID_ARGUMENT, "%s: %s is %s, expected %s", name, what, hpu_dtype_name(t->dtype),
+                     hpu_dtype_name(dt));
+  return HPU_SUCCESS;
+}
+
+static hpu_status_t check_mask(const char *name, const hpu_node_t *n, int64_t B, int64_t H, int64_t L,
+                               int64_t S, hpu_dtype_t dt) {
+  if (n->num_inputs < 4) return HPU_SUCCESS;
+  const hpu_tensor_t *m = &n->inputs[3];
+  if (m->dtype != HPU_BOOL && m->dtype != HPU_FLOAT32 && m->dtype != dt)
+    return hpu_error(HPU_ERROR_INVALID_ARGUMENT, "%s: the mask must be bool, float32 or %s, got %s", name,
+                     hpu_dtype_name(dt), hpu_dtype_name(m->dtype));
+  return check4(name, "the mask (broadcast by strides)", m, B, H, L, S, m->dtype);
+}
+
+static hpu_status_t check_lse(const char *name, const hpu_tensor_t *t, int64_t B, int64_t H, int64_t L) {
+  if (t->dtype != HPU_FLOAT32 || t->ndim != 3 || t->sizes[0] != B || t->sizes[1] != H || t->sizes[2] != L ||
+      !hpu_tensor_is_contiguous(t))
+    return hpu_error(HPU_ERROR_INVALID_ARGUMENT, "%s: the log-sum-exp must be a contiguous float32 [B, H, L]",
+                     name);
+  return HPU_SUCCESS;
+}
+
+hpu_status_t hpu_validate_attention(const hpu_node_t *n) {
+  const char *name = hpu_op_name(n->op);
+  hpu_status_t st;
+  int bwd = n->op == HPU_OP_ATTENTION_BACKWARD;
+  if (n->num_inputs < 3 || n->num_inputs > 4 || n->num_outputs != (bwd ? 3 : 2))
+    return hpu_error(HPU_ERROR_INVALID_ARGUMENT, "%s: takes 3 or 4 inputs and %d outputs, got %d and %d", name,
+                     bwd ? 3 : 2, n->num_inputs, n->num_outputs);
+  const hpu_tensor_t *in0 = &n->inputs[0], *in1 = &n->inputs[1];
+  if (in0->ndim != 4 || in1->ndim != 4)
+    return hpu_error(HPU_ERROR_INVALID_ARGUMENT, "%s: query and key must have 4 dims [B, H, L, D]", name);
+  hpu_dtype_t dt = in0->dtype;
+  if (!attn_float(dt))
+    return hpu_error(HPU_ERROR_UNSUPPORTED, "%s: dtype %s is not supported (float32, bfloat16, float16)", name,
+                     hpu_dtype_name(dt));
+  int64_t B = in0->sizes[0], H = in0->sizes[1], L = in0->sizes[2], S = in1->sizes[2];
+  int64_t hd = bwd ? n->outputs[0].sizes[3] : in0->sizes[3], hdv = bwd ? n->outputs[2].sizes[3] : n->inputs[2].sizes[3];
+  if (hd < 1 || hdv < 1)
+    return hpu_error(HPU_ERROR_INVALID_ARGUMENT, "%s: head dims must be positive, got %lld and %lld", name,
+                     (long long)hd, (long long)hdv);
+  if (!bwd) {
+    int64_t D = in0->sizes[3], Dv = n->inputs[2].sizes[3];
+    if ((st = check4(name, "key", in1, B, H, S, D, dt)) || (st = check4(name, "value", &n->inputs[2], B, H, S, -1, dt)))
+      return st;
+    if ((st = check_mask(name, n, B, H, L, S, dt))) return st;
+    if ((st = check4(name, "the output", &n->outputs[0], B, H, L, Dv, dt))) return st;
+    return check_lse(name, &n->outputs[1], B, H, L);
+  }
+  const hpu_tensor_t *dq = &n->outputs[0], *dv = &n->outputs[2];
+  if (dq->ndim != 4 || dv->ndim != 4)
+    return hpu_error(HPU_ERROR_INVALID_ARGUMENT, "%s: gradients must have 4 dims", name);
+  int64_t D = dq->sizes[3], Dv = dv->sizes[3];
+  if ((st = check4(name, "q | dO | O", in0, B, H, L, D + 2 * Dv, dt)) ||
+      (st = check4(name, "k | v", in1, B, H, S, D + Dv, dt)) || (st = check_lse(name, &n->inputs[2], B, H, L)) ||
+      (st = check_mask(name, n, B, H, L, S, dt)) || (st = check4(name, "dq", dq, B, H, L, D, dt)) ||
+      (st = check4(name, "dk", &n->outputs[1], B, H, S, D, dt)) || (st = check4(name, "dv", dv, B, H, S, Dv, dt)))
+    return st;
+  return HPU_SUCCESS;
+}
