@@ -52,12 +52,15 @@ def test_every_gaudi_name_imports_and_is_ours():
         assert callable(getattr(hthpu, name)), name
 
 
-def test_kernels_we_do_not_have_are_absent():
+def test_hpex_kernels_are_ours_and_the_others_absent():
+    from habana_frameworks.torch.hpex.kernels import FusedSDPA, RotaryPosEmbeddingHelperV2
+    from habana_frameworks.torch.hpex.normalization import FusedRMSNorm
+    assert FusedSDPA is habana_torch.hpex.kernels.FusedSDPA
+    assert RotaryPosEmbeddingHelperV2 is habana_torch.hpex.kernels.RotaryPosEmbeddingHelperV2
+    assert FusedRMSNorm is habana_torch.hpex.normalization.FusedRMSNorm
     # Libraries try these and fall back to plain PyTorch on ImportError.
     with pytest.raises(ImportError):
-        from habana_frameworks.torch.hpex.kernels import FusedSDPA  # noqa: F401
-    with pytest.raises(ImportError):
-        import habana_frameworks.torch.hpex.kernels  # noqa: F401
+        from habana_frameworks.torch.hpex.kernels import RotaryPosEmbeddingHelperV3  # noqa: F401
 
 
 def test_importing_the_package_loads_core_hpu_and_hccl():

@@ -1,9 +1,9 @@
-"""habana_frameworks.torch.hpex.normalization: gradient-norm clipping."""
+"""habana_frameworks.torch.hpex.normalization: gradient-norm clipping and RMS norm."""
 import math
 
 import torch
 
-__all__ = ["FusedClipNorm"]
+__all__ = ["FusedClipNorm", "FusedRMSNorm"]
 
 
 class FusedClipNorm:
@@ -33,3 +33,24 @@ class FusedClipNorm:
         if isinstance(parameters, torch.Tensor):
             parameters = [parameters]
         return torch.nn.utils.clip_grad_norm_(list(parameters), self.max_norm, self.norm_type)
+
+
+class FusedRMSNorm:
+    """Gaudi's ``FusedRMSNorm.apply(x, weight, eps)``: x / sqrt(mean(x^2 over
+    the last dim) + eps) * weight, computed in float32 and rounded to x's
+    dtype before the weight multiplies (as transformers' LlamaRMSNorm, whose
+    Gaudi path calls this). A composition of hpu ops (the lazy graph fuses
+    the elementwise steps); autograd gives the gradients of x and weight."""
+
+    @staticmethod
+    def apply(x, weight, eps=1e-6):
+        if not isinstance(x, torch.Tensor) or not isinstance(weight, torch.Tensor):
+            raise TypeError("FusedRMSNorm: x and weight must be tensors")
+        if not x.is_floating_point():
+            raise TypeError(f"FusedRMSNorm: x must be floating point, got {x.dtype}")
+        if weight.shape != x.shape[-1:]:
+            raise ValueError(f"FusedRMSNorm: weight must have shape ({x.shape[-1]},) (x's last dim), got "
+                             f"{tuple(weight.shape)}")
+        xf = x.to(torch.float32)
+        y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+        return weight * y.to(x.dtype)

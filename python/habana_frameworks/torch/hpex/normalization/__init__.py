@@ -1,4 +1,4 @@
-"""habana_frameworks.torch.hpex.normalization: FusedClipNorm (habana_torch.hpex.normalization's)."""
-from habana_torch.hpex.normalization import FusedClipNorm  # noqa: F401
+"""habana_frameworks.torch.hpex.normalization: FusedClipNorm and FusedRMSNorm (habana_torch.hpex.normalization's)."""
+from habana_torch.hpex.normalization import FusedClipNorm, FusedRMSNorm  # noqa: F401
 
-__all__ = ["FusedClipNorm"]
+__all__ = ["FusedClipNorm", "FusedRMSNorm"]
