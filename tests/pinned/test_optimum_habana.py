@@ -5,9 +5,9 @@ optimum-habana imports at once: it reads the installed habana-torch-plugin
 (our compatibility marker) and `hl-smi`. Its Gaudi paths, GaudiTrainer on
 the hpu and the text-generation path, go through
 adapt_transformers_to_gaudi(), which imports
-habana_frameworks.torch.hpex.kernels.FusedSDPA unconditionally (and
-torchvision, through its GLM-4V tokenizer): while that import fails, those
-tests skip with the error it raised.
+habana_frameworks.torch.hpex.kernels.FusedSDPA (ours) and torchvision
+(through its GLM-4V tokenizer) unconditionally: while the torchvision import
+fails, those tests skip with the error it raised.
 """
 import os
 import subprocess

@@ -1,0 +1,102 @@
+"""Fused attention: torch.nn.functional.scaled_dot_product_attention on hpu
+(the tiled kernel, csrc/kernels/attention.c) against the same call on the
+CPU (torch's own fused CPU kernel), in one process, same thread count.
+
+Cases: BERT-base self-attention (B=8, H=12, L=128, D=64, no mask) and a
+long causal one (B=1, H=16, L=2048, D=64), fp32 and bf16, forward alone and
+forward + backward. Both sides run interleaved after a warm-up; the best of
+--reps runs per side is printed with the median, and speed = t_cpu / t_hpu
+(> 1: the hpu is faster). The hpu result is checked against the CPU once.
+hpu times end with torch.hpu.synchronize() (and mark_step in lazy mode).
+
+    python bench/sdpa.py [--reps 7] [--threads 2] [--modes lazy,eager] [--dtypes fp32,bf16]
+"""
+import argparse
+import os
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+
+import habana_torch  # noqa: F401
+import habana_torch.core as htcore
+
+CASES = {"bert": (8, 12, 128, 128, 64, False), "long-causal": (1, 16, 2048, 2048, 64, True)}
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+TOL = {torch.float32: dict(rtol=1e-4, atol=1e-5), torch.bfloat16: dict(rtol=2e-2, atol=2e-2)}
+
+
+def uptime():
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def make(device, B, H, L, S, D, dt, grad):
+    g = torch.Generator().manual_seed(0)
+    ts = [torch.randn(B, H, n, D, generator=g).to(dt).to(device) for n in (L, S, S)]
+    go = torch.randn(B, H, L, D, generator=g).to(dt).to(device)
+    return [t.requires_grad_(grad) for t in ts], go
+
+
+def step(ts, go, causal, grad):
+    out = F.scaled_dot_product_attention(*ts, is_causal=causal)
+    if grad:
+        out.backward(go)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--modes", default="lazy,eager")
+    ap.add_argument("--dtypes", default="fp32,bf16")
+    ap.add_argument("--cases", default=",".join(CASES))
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)  # also sizes the hpu kernel pool
+    print(f"torch {torch.__version__}, threads {args.threads}; load average before: {uptime()}")
+    print(f"{'mode':5s} {'case':26s} {'cpu best':>9s} {'hpu best':>9s} {'cpu med':>9s} {'hpu med':>9s} {'speed':>6s}")
+    for mode in args.modes.split(","):
+        lazy = mode == "lazy"
+        htcore._set_lazy_mode(lazy)
+
+        def sync():
+            if lazy:
+                htcore.mark_step()
+            torch.hpu.synchronize()
+
+        for case in args.cases.split(","):
+            B, H, L, S, D, causal = CASES[case]
+            for dname in args.dtypes.split(","):
+                dt = DTYPES[dname]
+                for grad in (False, True):
+                    cts, cgo = make("cpu", B, H, L, S, D, dt, grad)
+                    hts, hgo = make("hpu", B, H, L, S, D, dt, grad)
+                    got = step(hts, hgo, causal, grad)
+                    sync()
+                    torch.testing.assert_close(got.cpu(), step(cts, cgo, causal, grad).detach(), **TOL[dt])
+
+                    def run_cpu():
+                        step(cts, cgo, causal, grad)
+
+                    def run_hpu():
+                        step(hts, hgo, causal, grad)
+                        sync()
+
+                    tc, th = [], []
+                    for fn in (run_cpu, run_hpu):
+                        fn()
+                    for _ in range(args.reps):
+                        for fn, ts in ((run_cpu, tc), (run_hpu, th)):
+                            t = time.perf_counter()
+                            fn()
+                            ts.append(time.perf_counter() - t)
+                    name = f"{case} {dname} {'fwd+bwd' if grad else 'fwd'}"
+                    print(f"{mode:5s} {name:26s} {min(tc) * 1e3:8.2f}ms {min(th) * 1e3:8.2f}ms "
+                          f"{statistics.median(tc) * 1e3:8.2f}ms {statistics.median(th) * 1e3:8.2f}ms "
+                          f"{min(tc) / min(th):6.2f}", flush=True)
+    print(f"load average after: {uptime()}")
+
+
+if __name__ == "__main__":
+    main()
