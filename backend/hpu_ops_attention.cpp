@@ -97,9 +97,11 @@ void check_inputs(const char* op, const at::Tensor& q, const at::Tensor& k, cons
   }
 }
 
-// An hpu tensor of `shape` laid out in `like`'s dim order (as PyTorch's
-// fake tensors for this op say: alloc_with_matching_layout).
+// An hpu tensor of `shape` laid out in `like`'s dim order, as PyTorch's
+// fake tensors for this op say (alloc_with_matching_layout): compiled
+// graphs view the result with those strides.
 at::Tensor new_like_layout(const at::Tensor& like, at::IntArrayRef shape) {
+  if (like.sizes() == shape) return at::empty_like(like);
   std::vector<int64_t> order(like.dim());
   for (int64_t i = 0; i < like.dim(); i++) order[i] = i;
   auto st = like.strides();
@@ -163,7 +165,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sdpa_overrideable_bac
   TORCH_CHECK(dropout_p == 0.0, op, ": the fused hpu kernel has no dropout (dropout_p must be 0)");
   TORCH_CHECK(!(grad_input_mask[3] && attn_bias.defined()), op,
               ": the fused hpu kernel gives no gradient for attn_mask (use the math backend)");
-  int64_t B = q.size(0), H = q.size(1), L = q.size(2), S = k.size(2), D = q.size(3), Dv = v.size(3);
+  int64_t B = q.size(0), H = q.size(1), L = q.size(2), S = k.size(2), Dv = v.size(3);
   TORCH_CHECK(grad_out.sizes() == out.sizes() && out.dim() == 4 && out.size(0) == B && out.size(1) == H &&
                   out.size(2) == L && out.size(3) == Dv,
               op, ": grad_out and out must be [", B, ", ", H, ", ", L, ", ", Dv, "]");
@@ -171,9 +173,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sdpa_overrideable_bac
                   logsumexp.scalar_type() == at::kFloat,
               op, ": logsumexp must be float32 [", B, ", ", H, ", ", L, "]");
   at::ScalarType dt = q.scalar_type();
-  at::Tensor dq = new_hpu_tensor({B, H, L, D}, dt, q.device().index());
-  at::Tensor dk = new_hpu_tensor({B, H, S, D}, dt, q.device().index());
-  at::Tensor dv = new_hpu_tensor({B, H, S, Dv}, dt, q.device().index());
+  // laid out as q, k and v (the fake tensors' empty_like)
+  at::Tensor dq = at::empty_like(q), dk = at::empty_like(k), dv = at::empty_like(v);
   if (dq.numel() + dk.numel() + dv.numel() > 0) {
     // A node has at most 4 inputs: q | dO | O and k | v travel packed.
     at::Tensor qgo = at::cat({q, grad_out.to(dt), out.to(dt)}, -1);

@@ -98,6 +98,23 @@ def test_value_head_dim_and_strided_inputs():
     torch.testing.assert_close(out.cpu(), F.scaled_dot_product_attention(q, k, v, is_causal=True), **TOL[torch.float32])
 
 
+def test_results_are_laid_out_as_the_fake_tensors_say():
+    # compiled graphs view them with the meta registrations' strides:
+    # the output and the gradients laid out as q (and k, v)
+    q, k, v = (torch.randn(2, 9, 3, 16).transpose(1, 2).to("hpu") for _ in range(3))
+    out, lse = torch.ops.aten._scaled_dot_product_fused_attention_overrideable(q, k, v)[:2]
+    assert out.stride() == q.stride() and lse.is_contiguous()
+    go = torch.randn(out.shape).to("hpu")
+    bias = torch.zeros(2, 3, 9, 9, device="hpu")
+    dq, dk, dv, _ = torch.ops.aten._scaled_dot_product_fused_attention_overrideable_backward(
+        go, q, k, v, bias, [True, True, True, False], out, lse, lse, lse, 9, 9, 0.0, False, lse, lse)
+    assert (dq.stride(), dk.stride(), dv.stride()) == (q.stride(), k.stride(), v.stride())
+    ref = [t.detach().cpu().requires_grad_() for t in (q, k, v)]
+    F.scaled_dot_product_attention(*ref).backward(go.cpu())
+    for a, b in zip((dq, dk, dv), ref):
+        torch.testing.assert_close(a.cpu(), b.grad, **GRAD_TOL[torch.float32])
+
+
 def test_long_sequence_tiles():
     # 2048 x 2048 scores per head: 32 x 32 tiles, never stored whole
     _compare(1, 2, 2048, 2048, 64, torch.float32, None, True)
