@@ -2,6 +2,8 @@
 on hpu and hpex.kernels.FusedSDPA against the CPU's
 scaled_dot_product_attention, forward and backward; the rotary helpers and
 FusedRMSNorm against the formulas transformers runs on the CPU."""
+import warnings
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -266,3 +268,33 @@ def test_fused_rms_norm_as_llama(dtype):
     torch.testing.assert_close(wh.grad.cpu(), w.grad, **GRAD_TOL[dtype])
     with pytest.raises(ValueError, match="weight must have shape"):
         FusedRMSNorm.apply(xh, wh[:10], 1e-6)
+
+
+def test_mask_needing_a_gradient_takes_the_math_path():
+    q, k, v, m = _inputs(1, 2, 12, 12, 16, torch.float32, "float")
+    mc = m.clone().requires_grad_()
+    F.scaled_dot_product_attention(q, k, v, attn_mask=mc).sum().backward()
+    mh = m.to("hpu").requires_grad_()
+    out = F.scaled_dot_product_attention(q.to("hpu"), k.to("hpu"), v.to("hpu"), attn_mask=mh)
+    assert not _is_fused(out)
+    out.sum().backward()
+    torch.testing.assert_close(mh.grad.cpu(), mc.grad, **GRAD_TOL[torch.float32])
+
+
+def test_captured_in_an_hpu_graph():
+    class Attn(torch.nn.Module):
+        def forward(self, q, k, v):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    def counter(name):
+        return dict(habana_torch._C._metric_items(name)).get(name, 0)
+
+    captures, replays = counter("hpu_graph_capture"), counter("hpu_graph_replay")
+    model = habana_torch.hpu.wrap_in_hpu_graph(Attn().to("hpu").eval())
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("error")  # a failed capture only warns and runs eagerly
+        for seed in (10, 11, 12):  # capture, then replays on new data
+            q, k, v, _ = _inputs(1, 2, 20, 20, 32, torch.float32, None, seed=seed)
+            out = model(q.to("hpu"), k.to("hpu"), v.to("hpu"))
+            torch.testing.assert_close(out.cpu(), _sdpa(q, k, v, None, is_causal=True), **TOL[torch.float32])
+    assert (counter("hpu_graph_capture") - captures, counter("hpu_graph_replay") - replays) == (1, 3)
