@@ -16,6 +16,7 @@
  * zero output, a log-sum-exp of -inf and zero gradients, as torch's math
  * path (_safe_softmax) does. */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -83,6 +84,7 @@ typedef struct {
   int causal, has_mask;
   float scale;
   int64_t nqb; /* query blocks per head */
+  _Atomic int oom; /* a task could not get its scratch */
 } attn_t;
 
 /* Adds the mask and the causal limit to the scores s [nq, nk] of query rows
@@ -122,7 +124,10 @@ static void fwd_range(void *vctx, int64_t begin, int64_t end) {
   const hpu_node_t *n = c->n;
   int64_t D = c->D, Dv = c->Dv;
   float *buf = malloc(sizeof(float) * (size_t)(BQ * D + BK * D + BK * Dv + BQ * BK + BQ * Dv + 2 * BQ));
-  if (!buf) return; /* cannot happen in practice; the outputs stay unwritten */
+  if (!buf) {
+    atomic_store(&((attn_t *)vctx)->oom, 1);
+    return;
+  }
   float *q = buf, *k = q + BQ * D, *v = k + BK * D, *s = v + BK * Dv, *acc = s + BQ * BK;
   float *mx = acc + BQ * Dv, *sum = mx + BQ;
   for (int64_t t = begin; t < end; t++) {
@@ -176,12 +181,20 @@ static void attn_setup(attn_t *c, const hpu_node_t *n, int64_t D, int64_t Dv) {
   c->has_mask = n->num_inputs == 4;
   c->scale = (float)hpu_scalar_as_double(n->params.nn.s[0]);
   c->nqb = (c->L + BQ - 1) / BQ;
+  atomic_init(&c->oom, 0);
 }
 
-void hpu_nn_attention(const hpu_node_t *n) {
+static hpu_status_t attn_status(attn_t *c) {
+  if (!atomic_load(&c->oom)) return HPU_SUCCESS;
+  return hpu_error(HPU_ERROR_OUT_OF_MEMORY, "%s: out of host memory for the kernel's tiles",
+                   hpu_op_name(c->n->op));
+}
+
+hpu_status_t hpu_nn_attention(const hpu_node_t *n) {
   attn_t c;
   attn_setup(&c, n, n->inputs[0].sizes[3], n->inputs[2].sizes[3]);
   hpu_parallel_for(c.B * c.H * c.nqb, 1, fwd_range, &c);
+  return attn_status(&c);
 }
 
 /* ---- backward ----------------------------------------------------------- */
@@ -193,7 +206,10 @@ static void bwd_range(void *vctx, int64_t begin, int64_t end) {
   int64_t D = c->D, Dv = c->Dv, S = c->S;
   size_t per = (size_t)(S * D + S * Dv + S * D + S * Dv + BQ * D + 2 * BQ * Dv + BQ * D + 2 * BQ * BK + BQ);
   float *buf = malloc(sizeof(float) * per);
-  if (!buf) return;
+  if (!buf) {
+    atomic_store(&((attn_t *)vctx)->oom, 1);
+    return;
+  }
   float *kf = buf, *vf = kf + S * D, *dk = vf + S * Dv, *dv = dk + S * D;
   float *q = dv + S * Dv, *dout = q + BQ * D, *o = dout + BQ * Dv, *dq = o + BQ * Dv;
   float *p = dq + BQ * D, *dp = p + BQ * BK, *delta = dp + BQ * BK;
@@ -239,11 +255,12 @@ static void bwd_range(void *vctx, int64_t begin, int64_t end) {
   free(buf);
 }
 
-void hpu_nn_attention_backward(const hpu_node_t *n) {
+hpu_status_t hpu_nn_attention_backward(const hpu_node_t *n) {
   attn_t c;
   int64_t D = n->outputs[0].sizes[3], Dv = n->outputs[2].sizes[3];
   attn_setup(&c, n, D, Dv);
   hpu_parallel_for(c.B * c.H, 1, bwd_range, &c);
+  return attn_status(&c);
 }
 
 /* ---- validation ---------------------------------------------------------- */
@@ -292,8 +309,10 @@ hpu_status_t hpu_validate_attention(const hpu_node_t *n) {
     return hpu_error(HPU_ERROR_INVALID_ARGUMENT, "%s: takes 3 or 4 inputs and %d outputs, got %d and %d", name,
                      bwd ? 3 : 2, n->num_inputs, n->num_outputs);
   const hpu_tensor_t *in0 = &n->inputs[0], *in1 = &n->inputs[1];
-  if (in0->ndim != 4 || in1->ndim != 4)
-    return hpu_error(HPU_ERROR_INVALID_ARGUMENT, "%s: query and key must have 4 dims [B, H, L, D]", name);
+  const hpu_tensor_t *fourd[3] = {in0, in1, bwd ? &n->outputs[0] : &n->inputs[2]};
+  const hpu_tensor_t *dv4 = bwd ? &n->outputs[2] : &n->outputs[0];
+  if (fourd[0]->ndim != 4 || fourd[1]->ndim != 4 || fourd[2]->ndim != 4 || dv4->ndim != 4)
+    return hpu_error(HPU_ERROR_INVALID_ARGUMENT, "%s: operands must have 4 dims [B, H, seq, head_dim]", name);
   hpu_dtype_t dt = in0->dtype;
   if (!attn_float(dt))
     return hpu_error(HPU_ERROR_UNSUPPORTED, "%s: dtype %s is not supported (float32, bfloat16, float16)", name,
@@ -312,8 +331,6 @@ hpu_status_t hpu_validate_attention(const hpu_node_t *n) {
     return check_lse(name, &n->outputs[1], B, H, L);
   }
   const hpu_tensor_t *dq = &n->outputs[0], *dv = &n->outputs[2];
-  if (dq->ndim != 4 || dv->ndim != 4)
-    return hpu_error(HPU_ERROR_INVALID_ARGUMENT, "%s: gradients must have 4 dims", name);
   int64_t D = dq->sizes[3], Dv = dv->sizes[3];
   if ((st = check4(name, "q | dO | O", in0, B, H, L, D + 2 * Dv, dt)) ||
       (st = check4(name, "k | v", in1, B, H, S, D + Dv, dt)) || (st = check_lse(name, &n->inputs[2], B, H, L)) ||

@@ -524,8 +524,8 @@ hpu_status_t hpu_execute_nn(const hpu_node_t *node) {
     case HPU_OP_SORT: hpu_nn_sort(node); return HPU_SUCCESS;
     case HPU_OP_BINARY_CROSS_ENTROPY: return hpu_nn_binary_cross_entropy(node);
     case HPU_OP_MASKED_SCATTER: return hpu_nn_masked_scatter(node);
-    case HPU_OP_ATTENTION: hpu_nn_attention(node); return HPU_SUCCESS;
-    case HPU_OP_ATTENTION_BACKWARD: hpu_nn_attention_backward(node); return HPU_SUCCESS;
+    case HPU_OP_ATTENTION: return hpu_nn_attention(node);
+    case HPU_OP_ATTENTION_BACKWARD: return hpu_nn_attention_backward(node);
     default:
       return hpu_error(HPU_ERROR_INTERNAL, "%s: no kernel in this build", hpu_op_name(node->op));
   }

@@ -32,8 +32,8 @@ hpu_status_t hpu_nn_index(const hpu_node_t *node);
 void hpu_nn_sort(const hpu_node_t *node);
 hpu_status_t hpu_nn_binary_cross_entropy(const hpu_node_t *node);
 hpu_status_t hpu_nn_masked_scatter(const hpu_node_t *node);
-void hpu_nn_attention(const hpu_node_t *node);
-void hpu_nn_attention_backward(const hpu_node_t *node);
+hpu_status_t hpu_nn_attention(const hpu_node_t *node);
+hpu_status_t hpu_nn_attention_backward(const hpu_node_t *node);
 hpu_status_t hpu_validate_attention(const hpu_node_t *node);
 
 /* The dtypes of the vectorised row functions (hpu_nn_run_*, the row sums). */
