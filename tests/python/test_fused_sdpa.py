@@ -163,6 +163,24 @@ def test_dropout_takes_the_math_path():
         torch.testing.assert_close(FusedSDPA.apply(qh, kh, vh).cpu(), _sdpa(q, k, v, None), **TOL[torch.float32])
 
 
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_valid_sequence_lengths_hide_the_padding(side):
+    # a padded causal prompt, as optimum-habana's LLaMA passes it; the CPU
+    # reference attends to the valid keys only, and padding rows are zero
+    q, k, v, _ = _inputs(2, 2, 12, 12, 16, torch.float32, None)
+    lens = torch.tensor([12, 7])
+    pos = torch.arange(12)
+    keep = (pos >= 12 - lens.view(-1, 1) if side == "left" else pos < lens.view(-1, 1)).view(2, 1, 1, 12)
+    m = keep & torch.ones(12, 12, dtype=torch.bool).tril()
+    ref, ref_grads = _run(_sdpa, q, k, v, m, "cpu")
+    out, grads = _run(lambda a, b, c, _m: FusedSDPA.apply(a, b, c, None, 0.0, True, None, "None", None,
+                                                          lens.to("hpu"), side), q, k, v, None, "hpu")
+    assert _is_fused(out)
+    torch.testing.assert_close(out.cpu(), ref, **TOL[torch.float32])
+    for a, b in zip(grads, ref_grads):
+        torch.testing.assert_close(a.cpu(), b, **GRAD_TOL[torch.float32])
+
+
 def test_options_gaudi_passes_are_accepted():
     q, k, v, m = _inputs(1, 2, 16, 16, 32, torch.float32, "bool")
     ref = _sdpa(q, k, v, m)
@@ -190,8 +208,8 @@ def test_bad_input_raises_clearly():
         FusedSDPA.apply(qh[0], kh[0], vh[0])
     with pytest.raises(RuntimeError, match="does not broadcast"):
         FusedSDPA.apply(qh, kh, vh, torch.ones(3, 8, dtype=torch.bool, device="hpu"))
-    with pytest.raises(NotImplementedError, match="valid_sequence_lengths"):
-        FusedSDPA.apply(qh, kh, vh, None, 0.0, True, None, "None", None, torch.tensor([8], device="hpu"))
+    with pytest.raises(ValueError, match="valid_sequence_lengths"):
+        FusedSDPA.apply(qh, kh, vh, None, 0.0, True, None, "None", None, torch.tensor([8.0], device="hpu"))
     with pytest.raises(ValueError, match="softmax_mode"):
         FusedSDPA.apply(qh, kh, vh, None, 0.0, False, None, "fp8")
 

@@ -27,10 +27,25 @@ def _check(q, k, v, attn_mask, dropout_p, softmax_mode, valid_sequence_lengths, 
     if softmax_mode not in _SOFTMAX_MODES:
         raise ValueError(f"FusedSDPA: softmax_mode must be 'None' or 'fast', got {softmax_mode!r}")
     if valid_sequence_lengths is not None:
-        raise NotImplementedError("FusedSDPA: valid_sequence_lengths is not supported here; express the "
-                                  "padding as attn_mask instead")
+        t = valid_sequence_lengths
+        if not isinstance(t, torch.Tensor) or t.dim() != 1 or t.shape[0] != q.shape[0] or t.is_floating_point() \
+                or t.is_complex() or t.dtype == torch.bool:
+            raise ValueError("FusedSDPA: valid_sequence_lengths must be an integer tensor of shape [batch] "
+                             f"({q.shape[0]},), got {t!r}")
     if padding_side not in ("left", "right"):
         raise ValueError(f"FusedSDPA: padding_side must be 'left' or 'right', got {padding_side!r}")
+
+
+def _with_padding(attn_mask, lengths, padding_side, S, device):
+    """attn_mask with the padded keys of each batch row hidden."""
+    pos = torch.arange(S, device=device)
+    lens = lengths.to(device).view(-1, 1, 1, 1)
+    keep = pos >= S - lens if padding_side == "left" else pos < lens  # [B, 1, 1, S]
+    if attn_mask is None:
+        return keep
+    if attn_mask.dtype == torch.bool:
+        return attn_mask & keep
+    return attn_mask.masked_fill(~keep, float("-inf"))
 
 
 class FusedSDPA(torch.autograd.Function):
@@ -56,8 +71,13 @@ class FusedSDPA(torch.autograd.Function):
     accepted and changes nothing). softmax_mode "fast" runs the same exact
     kernel. With dropout_p > 0 the call runs the math composition
     (torch.nn.functional.scaled_dot_product_attention on hpu ops: matmul,
-    softmax, dropout) instead. valid_sequence_lengths is not supported
-    (NotImplementedError): pass the padding as attn_mask."""
+    softmax, dropout) instead.
+
+    valid_sequence_lengths (integer [B]) marks padding, as optimum-habana
+    passes it for a padded causal prompt: batch row b attends only to its
+    last valid_sequence_lengths[b] keys (padding_side "left") or its first
+    ones ("right"), on top of attn_mask and is_causal. A query row that is
+    left with no key (a padding row) gets zeros."""
 
     @classmethod
     def apply(cls, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
@@ -71,6 +91,8 @@ class FusedSDPA(torch.autograd.Function):
             # outside the Function: autograd sums the repeated heads' gradients
             key = key.repeat_interleave(hq // hkv, dim=1)
             value = value.repeat_interleave(hq // hkv, dim=1)
+        if valid_sequence_lengths is not None:
+            attn_mask = _with_padding(attn_mask, valid_sequence_lengths, padding_side, key.shape[2], query.device)
         if dropout_p > 0.0:
             return F.scaled_dot_product_attention(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p,
                                                   is_causal=is_causal, scale=scale)
