@@ -16,7 +16,7 @@
 #include "runtime/lock.h"
 #include "runtime/runtime.h"
 
-#define DEFAULT_MAX_EVENTS (1 << 18) /* per card: 28 MB of events at most */
+#define DEFAULT_MAX_EVENTS (1 << 18) /* per card: 32 MB of events at most */
 
 int hpu_trace_flag;
 
@@ -51,12 +51,15 @@ static void clear(buffer_t *b) {
   b->dropped = 0;
 }
 
-hpu_status_t hpu_trace_start(void) {
+hpu_status_t hpu_trace_configure(void) {
   long long cap;
   hpu_status_t st = hpu_env_int("HPU_TRACE_MAX_EVENTS", DEFAULT_MAX_EVENTS, 1, 1LL << 26, &cap);
-  if (st != HPU_SUCCESS) return st;
+  if (st == HPU_SUCCESS) atomic_store(&max_events, (size_t)cap);
+  return st;
+}
+
+hpu_status_t hpu_trace_start(void) {
   pthread_once(&buffers_once, init_buffers);
-  atomic_store(&max_events, (size_t)cap);
   for (int i = 0; i < HPU_MAX_CARDS; i++) {
     hpu_mutex_lock(&buffers[i].mu);
     clear(&buffers[i]);

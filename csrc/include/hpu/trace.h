@@ -51,8 +51,10 @@ typedef struct hpu_trace_event {
 extern int hpu_trace_flag;
 static inline int hpu_trace_active(void) { return __atomic_load_n(&hpu_trace_flag, __ATOMIC_RELAXED); }
 
-/* Drops any old events and starts recording. Reads HPU_TRACE_MAX_EVENTS
- * (per card; later events are counted as dropped). */
+/* Reads HPU_TRACE_MAX_EVENTS, the events kept per card (later ones are
+ * counted as dropped); hpu_init calls it. */
+hpu_status_t hpu_trace_configure(void);
+/* Drops any old events and starts recording. */
 hpu_status_t hpu_trace_start(void);
 /* Waits for the work already queued on the cards (ops lazy mode has
  * recorded but not launched are not waited for), then stops recording;
