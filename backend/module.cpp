@@ -64,14 +64,17 @@ void init_graph_bindings(py::module_& m);     // hpu_graphs.cpp
 void init_autocast_bindings(py::module_& m);  // hpu_autocast.cpp
 void init_autograd_exit_bindings(py::module_& m);  // hpu_autograd_exit.cpp
 void register_process_group(py::module_& m);  // hpu_process_group_bindings.cpp (the hccl backend)
+void register_profiler();                     // hpu_profiler.cpp (the cards in torch.profiler)
 }  // namespace habana_torch
 
 PYBIND11_MODULE(_C, m) {
   using namespace habana_torch;
   m.doc() = "habana_torch native module: the hpu device on the C core";
+  register_profiler();
 
   m.def("_init", [] { translate([] { ensure_initialized(); }); });
   m.def("_is_initialized", [] { return hpu_is_initialized() != 0; });
+  m.def("_trace_active", [] { return hpu_trace_active() != 0; });  // a profiler records the cards
   m.def("_device_count", [] {
     return translate([] {
       try {

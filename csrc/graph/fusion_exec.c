@@ -4,11 +4,13 @@
  * each member computes in float exactly as its eager kernel does and
  * rounds to its output dtype. */
 #include "graph/fusion.h"
+#include "graph/trace_nodes.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "hpu/clock.h"
 #include "hpu/memory.h"
 #include "hpu/parallel.h"
 #include "kernels/bytes.h"
@@ -425,16 +427,21 @@ static hpu_status_t run_group(const hpu_fused_group_t *g, const hpu_node_t *node
 }
 
 hpu_status_t hpu_plan_execute(const hpu_plan_t *plan, const hpu_node_t *nodes, int n) {
+  int tracing = hpu_trace_active(); /* read once: a graph is traced whole or not at all */
   for (int i = 0; i < n;) {
     int g = plan && i < plan->num_nodes ? plan->group_of[i] : -1;
+    uint64_t t0 = tracing ? hpu_now_ns() : 0;
     if (g < 0) {
       hpu_status_t st = hpu_node_execute(&nodes[i]);
       if (st != HPU_SUCCESS) return st;
+      if (tracing) hpu_trace_node(&nodes[i], t0, hpu_now_ns());
       i++;
     } else {
       hpu_status_t st = run_group(&plan->groups[g], nodes);
       if (st != HPU_SUCCESS) return st;
-      i += plan->groups[g].count + (plan->groups[g].rows_node >= 0);
+      int members = plan->groups[g].count + (plan->groups[g].rows_node >= 0);
+      if (tracing) hpu_trace_fused(&nodes[i], members, t0, hpu_now_ns());
+      i += members;
     }
   }
   return HPU_SUCCESS;

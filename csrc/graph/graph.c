@@ -12,6 +12,7 @@
 #include "hpu/lazy.h"
 #include "hpu/metrics.h"
 #include "hpu/status.h"
+#include "hpu/trace.h"
 #include "runtime/runtime.h"
 #include "runtime/lock.h"
 #include "runtime/schedule_policy.h"
@@ -188,6 +189,7 @@ static void copy_node(hpu_node_t *dst, const hpu_node_t *src) {
   dst->num_outputs = src->num_outputs;
   dst->compute_dtype = src->compute_dtype;
   dst->params = src->params;
+  dst->correlation = hpu_trace_active() ? hpu_trace_correlation() : 0;
   for (int k = 0; k < HPU_MAX_INPUTS; k++) copy_operand(&dst->inputs[k], &src->inputs[k], k < src->num_inputs);
   for (int k = 0; k < HPU_MAX_OUTPUTS; k++)
     copy_operand(&dst->outputs[k], &src->outputs[k], k < src->num_outputs);
@@ -231,12 +233,8 @@ void hpu_graph_attach_plan(struct hpu_graph *graph, hpu_plan_t *plan) {
 
 static hpu_status_t run_graph(void *arg) {
   const hpu_graph_t *g = arg;
-  if (g->plan) return hpu_plan_execute(g->plan, g->nodes, g->num_nodes);
-  for (int i = 0; i < g->num_nodes; i++) {
-    hpu_status_t st = hpu_node_execute(&g->nodes[i]);
-    if (st != HPU_SUCCESS) return st;
-  }
-  return HPU_SUCCESS;
+  /* Without a plan: node by node (and traced node by node). */
+  return hpu_plan_execute(g->plan, g->nodes, g->num_nodes);
 }
 
 static void release_graph(void *arg) { hpu_graph_destroy(arg); }
@@ -289,7 +287,9 @@ hpu_status_t hpu_launch(hpu_stream_t stream, const hpu_node_t *node) {
   if ((st = hpu_lazy_flush(stream.device)) != HPU_SUCCESS) return st;
   int64_t elements = operand_elements(node);
   int large = elements >= HPU_INLINE_MIN_LARGE_ELEMENTS;
-  if (hpu_policy_run_on_caller(elements) && hpu_rt_check_stream(stream) == HPU_SUCCESS &&
+  /* Traced nodes go through a graph: its copy carries the host op's id. */
+  if (hpu_policy_run_on_caller(elements) && !hpu_trace_active() &&
+      hpu_rt_check_stream(stream) == HPU_SUCCESS &&
       hpu_queue_run_if_idle(stream.device, run_node, (void *)node)) {
     if (large) hpu_metric_add("eager_inline_large", 1); /* tiny ones are too many to count */
     return HPU_SUCCESS;

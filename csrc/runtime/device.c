@@ -16,6 +16,7 @@
 
 #include "hpu/device.h"
 #include "hpu/env.h"
+#include "hpu/trace.h"
 #include "hpu/lazy.h"
 #include "hpu/status_page.h"
 #include "runtime/runtime.h"
@@ -146,6 +147,7 @@ static hpu_status_t read_settings(int *cards, size_t *mem) {
   if (st == HPU_SUCCESS) st = hpu_parallel_configure();
   if (st == HPU_SUCCESS) st = hpu_lazy_configure();
   if (st == HPU_SUCCESS) st = hpu_queue_configure();
+  if (st == HPU_SUCCESS) st = hpu_trace_configure();
   return st;
 }
 

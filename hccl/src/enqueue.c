@@ -9,6 +9,8 @@
 #include "hpu/status.h"
 #include "hpu/status_page.h"
 #include "hpu/stream.h"
+#include "hpu/trace.h"
+#include "hpu/clock.h"
 #include "internal.h"
 
 size_t hccl_dtype_size(hcclDataType_t dt) {
@@ -64,6 +66,14 @@ static hcclResult_t peer_failure(hcclComm_t comm) {
   return hccl_err(hcclRemoteError, "rank %d failed or aborted the communicator", who - 1);
 }
 
+/* The card an op's traffic belongs to, as count_bytes decides it. */
+static int op_device(hcclComm_t comm, const hccl_op_t *op) {
+  int device = comm->device;
+  if (device < 0 && hpu_pointer_get_device(op->recvbuff, &device) == HPU_SUCCESS && device < 0)
+    hpu_pointer_get_device(op->sendbuff, &device);
+  return device;
+}
+
 /* Counts the ops' bytes (count x dtype size) on the card's status page,
  * for hl-smi and the metrics exporter. Before running: a send to oneself
  * marks its matching receive consumed. Without a stream (the process
@@ -77,16 +87,29 @@ static void count_bytes(hcclComm_t comm, const hccl_op_t *ops, int nops) {
       [HCCL_K_BARRIER] = -1, [HCCL_K_SEND] = HPU_COLL_SEND, [HCCL_K_RECV] = HPU_COLL_RECV};
   for (int i = 0; i < nops; i++) {
     if (ops[i].kind <= 0 || ops[i].kind > HCCL_K_RECV) continue;
-    int device = comm->device;
-    if (device < 0 && hpu_pointer_get_device(ops[i].recvbuff, &device) == HPU_SUCCESS && device < 0)
-      hpu_pointer_get_device(ops[i].sendbuff, &device);
+    int device = op_device(comm, &ops[i]);
     hpu_status_page_collective(device, slot[ops[i].kind], ops[i].count * hccl_dtype_size(ops[i].dtype));
   }
 }
 
+/* One HCCL-lane event per op of a ticket, all spanning the ticket's run
+ * (a group's ops run together), for a recording profiler. */
+static void trace_ops(hcclComm_t comm, const hccl_op_t *ops, int nops, uint64_t correlation,
+                      uint64_t t0, uint64_t t1) {
+  for (int i = 0; i < nops; i++) {
+    hpu_trace_event_t ev = {.start_ns = t0, .end_ns = t1, .correlation = correlation,
+                            .device = op_device(comm, &ops[i]), .engine = HPU_ENGINE_HCCL,
+                            .bytes = ops[i].count * hccl_dtype_size(ops[i].dtype)};
+    snprintf(ev.name, sizeof ev.name, "hccl%s", hccl_kind_name(ops[i].kind));
+    hpu_trace_record(&ev);
+  }
+}
+
 /* Runs one ticket: waits for the earlier tickets, runs, marks it done. An
- * error fails the communicator on every rank. */
-static hcclResult_t execute(hcclComm_t comm, uint64_t ticket, hccl_op_t *ops, int nops, bool run) {
+ * error fails the communicator on every rank. `correlation` is the host op
+ * that issued it, for the trace. */
+static hcclResult_t execute(hcclComm_t comm, uint64_t ticket, hccl_op_t *ops, int nops, bool run,
+                            uint64_t correlation) {
   pthread_mutex_lock(&comm->lock);
   while (comm->done_ticket != ticket) pthread_cond_wait(&comm->cond, &comm->lock);
   pthread_mutex_unlock(&comm->lock);
@@ -97,7 +120,10 @@ static hcclResult_t execute(hcclComm_t comm, uint64_t ticket, hccl_op_t *ops, in
                    "communicator already failed: %s", comm->async_msg);
     } else if ((r = peer_failure(comm)) == hcclSuccess) {
       count_bytes(comm, ops, nops);
+      int tracing = hpu_trace_active();
+      uint64_t t0 = tracing ? hpu_now_ns() : 0;
       r = hccl_run_ops(comm, ops, nops);
+      if (tracing && r == hcclSuccess) trace_ops(comm, ops, nops, correlation, t0, hpu_now_ns());
       /* A peer that failed meanwhile may have left data we used: report it. */
       if (r == hcclSuccess) r = peer_failure(comm);
       if (r != hcclSuccess) hccl_comm_fail(comm, r, hccl_thread_error());
@@ -113,13 +139,14 @@ static hcclResult_t execute(hcclComm_t comm, uint64_t ticket, hccl_op_t *ops, in
 typedef struct hccl_task {
   hcclComm_t comm;
   uint64_t ticket;
+  uint64_t correlation; /* the issuing host op, for the trace */
   int nops;
   hccl_op_t ops[];
 } hccl_task_t;
 
 static hpu_status_t task_run(void *arg) {
   hccl_task_t *t = arg;
-  hcclResult_t r = execute(t->comm, t->ticket, t->ops, t->nops, true);
+  hcclResult_t r = execute(t->comm, t->ticket, t->ops, t->nops, true, t->correlation);
   if (r != hcclSuccess) return hpu_error(HPU_ERROR_SYSTEM, "hccl: %s", hccl_thread_error());
   return HPU_SUCCESS;
 }
@@ -144,7 +171,7 @@ hcclResult_t hccl_launch(hcclComm_t comm, hccl_op_t *ops, int nops, hcclStream_t
     for (int i = 0; i < nops && pre == hcclSuccess; i++)
       pre = hccl_sync_device_buffers(ops[i].sendbuff, ops[i].recvbuff);
     if (pre != hcclSuccess) hccl_comm_fail(comm, pre, hccl_thread_error());
-    hcclResult_t r = execute(comm, ticket, ops, nops, pre == hcclSuccess);
+    hcclResult_t r = execute(comm, ticket, ops, nops, pre == hcclSuccess, hpu_trace_correlation());
     if (pre != hcclSuccess) r = pre;
     hccl_comm_unref(comm);
     return r;
@@ -153,19 +180,20 @@ hcclResult_t hccl_launch(hcclComm_t comm, hccl_op_t *ops, int nops, hcclStream_t
   if (comm->device < 0) comm->device = s->device;
   hccl_task_t *t = malloc(sizeof *t + sizeof(hccl_op_t) * (size_t)nops);
   if (!t) {
-    execute(comm, ticket, ops, nops, false);
+    execute(comm, ticket, ops, nops, false, 0);
     hccl_comm_unref(comm);
     return hccl_err(hcclSystemError, "out of memory");
   }
   t->comm = comm;
   t->ticket = ticket;
+  t->correlation = hpu_trace_active() ? hpu_trace_correlation() : 0;
   t->nops = nops;
   memcpy(t->ops, ops, sizeof(hccl_op_t) * (size_t)nops);
   hpu_status_t st = hpu_stream_enqueue(*s, task_run, t, task_release);
   if (st != HPU_SUCCESS) {
     char msg[512];
     snprintf(msg, sizeof msg, "%s", hpu_last_error());
-    execute(comm, ticket, ops, nops, false);
+    execute(comm, ticket, ops, nops, false, 0);
     task_release(t);
     return hccl_err(hcclUnhandledCudaError, "enqueue on card %d failed: %s", s->device, msg);
   }

@@ -15,6 +15,7 @@ from conftest import run_python
     ("PT_HPU_RECIPE_CACHE_BYTES", "-1"),
     ("OMP_NUM_THREADS", "lots"),
     ("HPU_STATUS_PAGE", "2"),
+    ("HPU_TRACE_MAX_EVENTS", "0"),
 ])
 def test_bad_core_setting_is_a_runtime_error(name, value):
     r = run_python("""

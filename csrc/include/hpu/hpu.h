@@ -14,4 +14,5 @@
 #include "hpu/metrics.h"
 #include "hpu/lazy.h"
 #include "hpu/capture.h"
+#include "hpu/trace.h"
 #endif

@@ -108,6 +108,9 @@ typedef struct hpu_node {
   hpu_tensor_t inputs[HPU_MAX_INPUTS];
   hpu_tensor_t outputs[HPU_MAX_OUTPUTS];
   hpu_op_params_t params;
+  /* The host op that recorded the node, for a profiler's trace (hpu/trace.h);
+   * set when the node is copied into a graph, never read from the caller's. */
+  uint64_t correlation;
 } hpu_node_t;
 
 const char *hpu_op_name(hpu_op_t op); /* "add", ... */
