@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "wait_policy.h"
 
 static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
   const unsigned char *c = p;
@@ -84,11 +85,11 @@ static void *root_main(void *p) {
                (long long)a.timeout_ms, arrived, nranks);
       hccl_debug("root: %s", msg);
       for (int i = 0; fds && i < nranks; i++)
-        if (fds[i] >= 0) { reply_error(fds[i], hcclRemoteError, msg, hccl_now_ns() + 1000000000); close(fds[i]); }
+        if (fds[i] >= 0) { reply_error(fds[i], hcclRemoteError, msg, hccl_now_ns() + HCCL_REPLY_TIMEOUT_NS); close(fds[i]); }
       goto out;
     }
     /* A client gets a few seconds to say who it is. */
-    int64_t dl = hccl_now_ns() + 5000000000ll;
+    int64_t dl = hccl_now_ns() + HCCL_HELLO_TIMEOUT_NS;
     if (dl > deadline) dl = deadline;
     hccl_rank_info_t in;
     memset(&in, 0, sizeof in);
@@ -113,7 +114,7 @@ static void *root_main(void *p) {
     if (!why && fds[in.rank] >= 0) why = "duplicate rank";
     if (why) {
       hccl_debug("root: refused a peer: %s", why);
-      reply_error(fd, hcclInvalidUsage, why, hccl_now_ns() + 1000000000);
+      reply_error(fd, hcclInvalidUsage, why, hccl_now_ns() + HCCL_REPLY_TIMEOUT_NS);
       close(fd);
       continue;
     }
