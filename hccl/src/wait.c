@@ -1,7 +1,8 @@
 /* Waiting between local ranks: spin a little (cheap when every rank has a
  * core), then sleep on this rank's futex word, which any poster bumps when
- * it sees a sleeper. Every wake-up and every few thousand spins checks the
- * abort words, the deadline and whether a local peer's process is gone. */
+ * it sees a sleeper. Every wake-up, and every HCCL_ALIVE_CHECK_NS of
+ * spinning, checks the abort words, the deadline and whether a local
+ * peer's process is gone (wait_policy.h has the times). */
 #include <errno.h>
 #include <linux/futex.h>
 #include <poll.h>
