@@ -14,13 +14,8 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "runtime/hash.h"
 #include "wait_policy.h"
-
-static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
-  const unsigned char *c = p;
-  for (size_t i = 0; i < n; i++) { h ^= c[i]; h *= 0x100000001b3ull; }
-  return h;
-}
 
 static uint64_t random_u64(void) {
   uint64_t v = 0;
@@ -47,7 +42,7 @@ void hccl_host_identity(uint64_t *hash, char *text, size_t len) {
     unsigned long long netns = stat("/proc/self/ns/net", &st) == 0 ? (unsigned long long)st.st_ino : 0;
     snprintf(text, len, "%s/%s/%llu", host, boot, netns);
   }
-  *hash = fnv1a(0xcbf29ce484222325ull, text, strlen(text));
+  *hash = hpu_fnv1a(HPU_FNV1A_BASIS, text, strlen(text));
 }
 
 /* ---------------- root ---------------- */
@@ -192,7 +187,7 @@ hcclResult_t hcclGetUniqueId(hcclUniqueId *out) {
     /* Every rank computes the same id; rank 0's init starts the root. */
     if ((r = hccl_sock_parse(env, &id.root)) != hcclSuccess) return r;
     id.flags = HCCL_ID_START_ROOT;
-    id.nonce = fnv1a(0xcbf29ce484222325ull, env, strlen(env));
+    id.nonce = hpu_fnv1a(HPU_FNV1A_BASIS, env, strlen(env));
   } else {
     struct sockaddr_in a;
     if ((r = hccl_sock_pick_addr(&a)) != hcclSuccess) return r;
