@@ -25,7 +25,7 @@
 #include "kernels/v16.h"
 
 #define MAXD HPU_MAX_DIMS
-#define SPLIT_BLOCK 65536
+#define SPLIT_BLOCK HPU_REDUCE_SPLIT_BLOCK
 
 typedef struct {
   int nk, nr;
@@ -660,7 +660,7 @@ void hpu_nn_reduce(const hpu_node_t *node) {
     return;
   }
   int threads = hpu_get_num_threads();
-  if (r.M < threads && r.L >= 2 * SPLIT_BLOCK && threads > 1) {
+  if (r.M < threads && r.L >= HPU_REDUCE_SPLIT_MIN_LEN && threads > 1) {
     int64_t nb = (r.L + SPLIT_BLOCK - 1) / SPLIT_BLOCK;
     acc_t *parts = malloc((size_t)nb * sizeof *parts);
     if (parts) {
