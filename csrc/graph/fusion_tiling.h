@@ -39,8 +39,8 @@
 #define HPU_FUSION_REDUCE_BLOCK_ELEMS 1024
 
 /* Elements per parallel task, for groups and for blocks of rows: the
- * elementwise kernels' grain (kernels/iter.h), since a group does what its
- * members' eager kernels would. */
+ * elementwise kernels' grain (runtime/schedule_policy.h), since a group
+ * does what its members' eager kernels would. */
 #define HPU_FUSION_GRAIN HPU_GRAIN
 
 /* Reductions with rows this long or longer do not fuse: the reduce kernel
