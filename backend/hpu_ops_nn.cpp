@@ -1,5 +1,6 @@
 // The nn op family: softmax, layer norm, group norm, nll_loss, index ops,
-// cat, sort/topk (reductions: hpu_ops_reduce.cpp). Each op works out PyTorch's result shape and dtype,
+// cat, sort/topk, attention's kernel choice (its reductions are in
+// hpu_ops_reduce.cpp). Each op works out PyTorch's result shape and dtype,
 // raises PyTorch's errors for bad arguments, and launches C nodes
 // (csrc/include/hpu/ops_nn.def); the kernels do the math.
 //
