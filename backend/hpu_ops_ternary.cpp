@@ -19,11 +19,8 @@ using namespace pointwise;
 
 // Clamp ----------------------------------------------------------------------
 
-// Bounds: Scalars or tensors, either may be missing (bit 0 min, bit 1 max).
-struct Bounds {
-  std::vector<Arg> args;
-};
-
+// The bounds are Scalars or tensors, and either may be missing: mask has
+// bit 0 for min, bit 1 for max.
 at::ScalarType clamp_type(const at::Tensor& self, const Arg& lo, const Arg& hi, int mask) {
   if (mask == 3) return result_of({self, lo, hi});
   if (mask == 1) return result_of({self, lo});
@@ -50,14 +47,16 @@ at::Tensor& clamp_into(const char* name, at::Tensor* out, bool inplace, const at
   return pw_into(name, HPU_OP_CLAMP, *out, inplace, {self, l, h}, t, t, p);
 }
 
-Arg opt_scalar(const std::optional<c10::Scalar>& s, int bit, int& mask) {
+// An optional bound (a Scalar or a Tensor) as an operand; sets its bit in
+// mask when it is there.
+Arg opt_bound(const std::optional<c10::Scalar>& s, int bit, int& mask) {
   if (s.has_value()) {
     mask |= bit;
     return Arg(*s);
   }
   return Arg(c10::Scalar(0));
 }
-Arg opt_tensor(const std::optional<at::Tensor>& t, int bit, int& mask) {
+Arg opt_bound(const std::optional<at::Tensor>& t, int bit, int& mask) {
   if (t.has_value() && t->defined()) {
     mask |= bit;
     return Arg(*t);
@@ -65,78 +64,48 @@ Arg opt_tensor(const std::optional<at::Tensor>& t, int bit, int& mask) {
   return Arg(c10::Scalar(0));
 }
 
-at::Tensor clamp(const at::Tensor& self, const std::optional<c10::Scalar>& lo,
-                 const std::optional<c10::Scalar>& hi) {
+// clamp, clamp_ and clamp.out with Scalar (B = c10::Scalar) or Tensor
+// bounds (B = at::Tensor: the .Tensor overloads).
+template <class B>
+at::Tensor clamp(const at::Tensor& self, const std::optional<B>& lo, const std::optional<B>& hi) {
   int m = 0;
-  Arg l = opt_scalar(lo, 1, m), h = opt_scalar(hi, 2, m);
+  Arg l = opt_bound(lo, 1, m), h = opt_bound(hi, 2, m);
   at::Tensor r;
   clamp_into("clamp", nullptr, false, self, l, h, m, &r);
   return r;
 }
-at::Tensor& clamp_(at::Tensor& self, const std::optional<c10::Scalar>& lo,
-                   const std::optional<c10::Scalar>& hi) {
+template <class B>
+at::Tensor& clamp_(at::Tensor& self, const std::optional<B>& lo, const std::optional<B>& hi) {
   int m = 0;
-  Arg l = opt_scalar(lo, 1, m), h = opt_scalar(hi, 2, m);
+  Arg l = opt_bound(lo, 1, m), h = opt_bound(hi, 2, m);
   return clamp_into("clamp_", &self, true, self, l, h, m, nullptr);
 }
-at::Tensor& clamp_out(const at::Tensor& self, const std::optional<c10::Scalar>& lo,
-                      const std::optional<c10::Scalar>& hi, at::Tensor& out) {
+template <class B>
+at::Tensor& clamp_out(const at::Tensor& self, const std::optional<B>& lo, const std::optional<B>& hi,
+                      at::Tensor& out) {
   int m = 0;
-  Arg l = opt_scalar(lo, 1, m), h = opt_scalar(hi, 2, m);
+  Arg l = opt_bound(lo, 1, m), h = opt_bound(hi, 2, m);
   return clamp_into("clamp", &out, false, self, l, h, m, nullptr);
 }
-at::Tensor clamp_t(const at::Tensor& self, const std::optional<at::Tensor>& lo,
-                   const std::optional<at::Tensor>& hi) {
-  int m = 0;
-  Arg l = opt_tensor(lo, 1, m), h = opt_tensor(hi, 2, m);
+
+// clamp_min (BIT 1) / clamp_max (BIT 2): one bound, a Scalar or a Tensor.
+template <int BIT>
+constexpr const char* clamp_one_name(bool inplace) {
+  return BIT == 1 ? (inplace ? "clamp_min_" : "clamp_min") : (inplace ? "clamp_max_" : "clamp_max");
+}
+template <int BIT, class B>
+at::Tensor clamp_one(const at::Tensor& self, const B& b) {
   at::Tensor r;
-  clamp_into("clamp", nullptr, false, self, l, h, m, &r);
+  clamp_into(clamp_one_name<BIT>(false), nullptr, false, self, Arg(b), Arg(b), BIT, &r);
   return r;
 }
-at::Tensor& clamp_t_(at::Tensor& self, const std::optional<at::Tensor>& lo,
-                     const std::optional<at::Tensor>& hi) {
-  int m = 0;
-  Arg l = opt_tensor(lo, 1, m), h = opt_tensor(hi, 2, m);
-  return clamp_into("clamp_", &self, true, self, l, h, m, nullptr);
+template <int BIT, class B>
+at::Tensor& clamp_one_(at::Tensor& self, const B& b) {
+  return clamp_into(clamp_one_name<BIT>(true), &self, true, self, Arg(b), Arg(b), BIT, nullptr);
 }
-at::Tensor& clamp_t_out(const at::Tensor& self, const std::optional<at::Tensor>& lo,
-                        const std::optional<at::Tensor>& hi, at::Tensor& out) {
-  int m = 0;
-  Arg l = opt_tensor(lo, 1, m), h = opt_tensor(hi, 2, m);
-  return clamp_into("clamp", &out, false, self, l, h, m, nullptr);
-}
-// clamp_min / clamp_max: one bound.
-template <int BIT>
-at::Tensor clamp_one(const at::Tensor& self, const c10::Scalar& b) {
-  at::Tensor r;
-  clamp_into(BIT == 1 ? "clamp_min" : "clamp_max", nullptr, false, self, Arg(b), Arg(b), BIT, &r);
-  return r;
-}
-template <int BIT>
-at::Tensor& clamp_one_(at::Tensor& self, const c10::Scalar& b) {
-  return clamp_into(BIT == 1 ? "clamp_min_" : "clamp_max_", &self, true, self, Arg(b), Arg(b), BIT,
-                    nullptr);
-}
-template <int BIT>
-at::Tensor& clamp_one_out(const at::Tensor& self, const c10::Scalar& b, at::Tensor& out) {
-  return clamp_into(BIT == 1 ? "clamp_min" : "clamp_max", &out, false, self, Arg(b), Arg(b), BIT,
-                    nullptr);
-}
-template <int BIT>
-at::Tensor clamp_one_t(const at::Tensor& self, const at::Tensor& b) {
-  at::Tensor r;
-  clamp_into(BIT == 1 ? "clamp_min" : "clamp_max", nullptr, false, self, Arg(b), Arg(b), BIT, &r);
-  return r;
-}
-template <int BIT>
-at::Tensor& clamp_one_t_(at::Tensor& self, const at::Tensor& b) {
-  return clamp_into(BIT == 1 ? "clamp_min_" : "clamp_max_", &self, true, self, Arg(b), Arg(b), BIT,
-                    nullptr);
-}
-template <int BIT>
-at::Tensor& clamp_one_t_out(const at::Tensor& self, const at::Tensor& b, at::Tensor& out) {
-  return clamp_into(BIT == 1 ? "clamp_min" : "clamp_max", &out, false, self, Arg(b), Arg(b), BIT,
-                    nullptr);
+template <int BIT, class B>
+at::Tensor& clamp_one_out(const at::Tensor& self, const B& b, at::Tensor& out) {
+  return clamp_into(clamp_one_name<BIT>(false), &out, false, self, Arg(b), Arg(b), BIT, nullptr);
 }
 
 // Ternary -----------------------------------------------------------------------
@@ -288,12 +257,13 @@ at::Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c
 }
 
 template <hpu_op_t OP>
-at::Tensor tri(const at::Tensor& self, int64_t diagonal) {
+void tri_check(const at::Tensor& self) {
   TORCH_CHECK(self.dim() >= 2, OP == HPU_OP_TRIU ? "triu" : "tril",
               ": input tensor must have at least 2 dimensions");
-  at::Tensor out = at::empty_like(self, at::MemoryFormat::Contiguous);
-  Params p;
-  p.i[0] = diagonal;
+}
+// triu / tril of self into out, which has self's shape and dtype.
+template <hpu_op_t OP>
+at::Tensor& tri_launch(const at::Tensor& self, int64_t diagonal, at::Tensor& out) {
   if (out.numel() == 0) return out;
   hpu_node_t node{};
   node.op = OP;
@@ -306,23 +276,19 @@ at::Tensor tri(const at::Tensor& self, int64_t diagonal) {
   return out;
 }
 template <hpu_op_t OP>
+at::Tensor tri(const at::Tensor& self, int64_t diagonal) {
+  tri_check<OP>(self);
+  at::Tensor out = at::empty_like(self, at::MemoryFormat::Contiguous);
+  return tri_launch<OP>(self, diagonal, out);
+}
+template <hpu_op_t OP>
 at::Tensor& tri_out(const at::Tensor& self, int64_t diagonal, at::Tensor& out) {
-  TORCH_CHECK(self.dim() >= 2, OP == HPU_OP_TRIU ? "triu" : "tril",
-              ": input tensor must have at least 2 dimensions");
+  tri_check<OP>(self);
   check_devices(hpu_op_name(OP), {self}, &out);
   at::native::resize_output(out, self.sizes());
   TORCH_CHECK(out.scalar_type() == self.scalar_type(), hpu_op_name(OP), ": expected out dtype ",
               self.scalar_type(), ", got ", out.scalar_type());
-  if (out.numel() == 0) return out;
-  hpu_node_t node{};
-  node.op = OP;
-  node.num_inputs = node.num_outputs = 1;
-  node.inputs[0] = to_desc(self);
-  node.outputs[0] = to_desc(out);
-  node.compute_dtype = node.outputs[0].dtype;
-  node.params.pointwise.i[0] = diagonal;
-  launch(out.device().index(), node);
-  return out;
+  return tri_launch<OP>(self, diagonal, out);
 }
 template <hpu_op_t OP>
 at::Tensor& tri_(at::Tensor& self, int64_t diagonal) {
@@ -478,24 +444,24 @@ void fused_sgd_tlr(at::TensorList params, at::TensorList grads, at::TensorList b
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, HPU, m) {
-  m.impl("clamp", TORCH_FN(clamp));
-  m.impl("clamp_", TORCH_FN(clamp_));
-  m.impl("clamp.out", TORCH_FN(clamp_out));
-  m.impl("clamp.Tensor", TORCH_FN(clamp_t));
-  m.impl("clamp_.Tensor", TORCH_FN(clamp_t_));
-  m.impl("clamp.Tensor_out", TORCH_FN(clamp_t_out));
-  m.impl("clamp_min", TORCH_FN(clamp_one<1>));
-  m.impl("clamp_min_", TORCH_FN(clamp_one_<1>));
-  m.impl("clamp_min.out", TORCH_FN(clamp_one_out<1>));
-  m.impl("clamp_min.Tensor", TORCH_FN(clamp_one_t<1>));
-  m.impl("clamp_min_.Tensor", TORCH_FN(clamp_one_t_<1>));
-  m.impl("clamp_min.Tensor_out", TORCH_FN(clamp_one_t_out<1>));
-  m.impl("clamp_max", TORCH_FN(clamp_one<2>));
-  m.impl("clamp_max_", TORCH_FN(clamp_one_<2>));
-  m.impl("clamp_max.out", TORCH_FN(clamp_one_out<2>));
-  m.impl("clamp_max.Tensor", TORCH_FN(clamp_one_t<2>));
-  m.impl("clamp_max_.Tensor", TORCH_FN(clamp_one_t_<2>));
-  m.impl("clamp_max.Tensor_out", TORCH_FN(clamp_one_t_out<2>));
+  m.impl("clamp", TORCH_FN(clamp<c10::Scalar>));
+  m.impl("clamp_", TORCH_FN(clamp_<c10::Scalar>));
+  m.impl("clamp.out", TORCH_FN(clamp_out<c10::Scalar>));
+  m.impl("clamp.Tensor", TORCH_FN(clamp<at::Tensor>));
+  m.impl("clamp_.Tensor", TORCH_FN(clamp_<at::Tensor>));
+  m.impl("clamp.Tensor_out", TORCH_FN(clamp_out<at::Tensor>));
+  m.impl("clamp_min", TORCH_FN((clamp_one<1, c10::Scalar>)));
+  m.impl("clamp_min_", TORCH_FN((clamp_one_<1, c10::Scalar>)));
+  m.impl("clamp_min.out", TORCH_FN((clamp_one_out<1, c10::Scalar>)));
+  m.impl("clamp_min.Tensor", TORCH_FN((clamp_one<1, at::Tensor>)));
+  m.impl("clamp_min_.Tensor", TORCH_FN((clamp_one_<1, at::Tensor>)));
+  m.impl("clamp_min.Tensor_out", TORCH_FN((clamp_one_out<1, at::Tensor>)));
+  m.impl("clamp_max", TORCH_FN((clamp_one<2, c10::Scalar>)));
+  m.impl("clamp_max_", TORCH_FN((clamp_one_<2, c10::Scalar>)));
+  m.impl("clamp_max.out", TORCH_FN((clamp_one_out<2, c10::Scalar>)));
+  m.impl("clamp_max.Tensor", TORCH_FN((clamp_one<2, at::Tensor>)));
+  m.impl("clamp_max_.Tensor", TORCH_FN((clamp_one_<2, at::Tensor>)));
+  m.impl("clamp_max.Tensor_out", TORCH_FN((clamp_one_out<2, at::Tensor>)));
   m.impl("where.self", TORCH_FN(where));
   m.impl("where.self_out", TORCH_FN(where_out));
   m.impl("masked_fill_.Scalar", TORCH_FN(masked_fill_s));

@@ -7,26 +7,17 @@ ratio <= 0.4.
     python bench/lazy_chain.py [--n 16777216] [--threads 2] [--reps 10]
 """
 import argparse
-import time
 
 import torch
 
 import habana_torch  # noqa: F401
 import habana_torch.core as htcore
 from habana_torch.hpu.metrics import metric_global
+from timing import best_of
 
 
 def chain(x, y):
     return (((x * 2 + y) / 3 - x).relu() * y + 0.5)
-
-
-def best_of(fn, reps):
-    best = float("inf")
-    for _ in range(reps):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
 
 
 def main():

@@ -11,22 +11,13 @@ cpu (< 1 means hpu is faster).
     python bench/lazy_fused_rows.py [--threads 2] [--reps 15]
 """
 import argparse
-import time
 
 import torch
 
 import habana_torch  # noqa: F401
 import habana_torch.core as htcore
 from habana_torch.hpu.metrics import metric_global
-
-
-def best_of(fn, reps):
-    best = float("inf")
-    for _ in range(reps):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
+from timing import best_of
 
 
 def cases():

@@ -18,28 +18,12 @@ with its range. Both sides use `--threads` threads.
 """
 import argparse
 import statistics
-import time
 
 import torch
 
 import habana_torch  # noqa: F401
 import habana_torch.core as htcore
-
-
-def p10(fn, reps, settle=0.03):
-    # Run untimed for `settle` s first: torch's OpenMP workers spin for
-    # milliseconds after a parallel region and would share the 2 cores with
-    # the hpu side's threads (see time_pair in bench/ops.py).
-    t0 = time.perf_counter()
-    while time.perf_counter() - t0 < settle:
-        fn()
-    ts = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    ts.sort()
-    return ts[len(ts) // 10]
+from timing import p10
 
 
 def main():

@@ -4,6 +4,7 @@
  * each member computes in float exactly as its eager kernel does and
  * rounds to its output dtype. */
 #include "graph/fusion.h"
+#include "graph/fusion_tiling.h"
 #include "graph/trace_nodes.h"
 
 #include <math.h>
@@ -18,9 +19,6 @@
 #include "kernels/isa.h"
 #include "kernels/kernels.h"
 #include "kernels/pw_tile.h"
-
-#define TILE 512
-#define PITCH (TILE + 80) /* floats from one tile to the next: see run_tiles */
 
 /* ---- the tiled executor ---- */
 
@@ -169,7 +167,7 @@ static const float *gather(const bcast_t *bc, const char *p, hpu_dtype_t dt, int
 
 /* Operand k of member m for elements [start, start+len) as floats. */
 static const float *operand(const group_run_t *r, int m, int k, int64_t start, int len,
-                            float tiles[][PITCH], float *scratch) {
+                            float tiles[][HPU_FUSION_PITCH], float *scratch) {
   const member_t *mb = &r->m[m];
   int src = r->g->src[m][k];
   if (src >= 0) return tiles[src];
@@ -197,7 +195,7 @@ static const float *operand(const group_run_t *r, int m, int k, int64_t start, i
 
 /* Math operand k of pointwise member m: a tile, memory, or a constant. */
 static const float *pw_operand(const group_run_t *r, int m, int k, int64_t start, int len,
-                               float tiles[][PITCH], float *scratch) {
+                               float tiles[][HPU_FUSION_PITCH], float *scratch) {
   const member_t *mb = &r->m[m];
   int input = mb->pw.input_of[k];
   float v;
@@ -227,8 +225,8 @@ static void store_member(const group_run_t *r, int m, int64_t start, int len, fl
   }
 }
 
-static void run_pw_member(const group_run_t *r, int m, int64_t start, int len, float tiles[][PITCH],
-                          float scratch[][PITCH]) {
+static void run_pw_member(const group_run_t *r, int m, int64_t start, int len,
+                          float tiles[][HPU_FUSION_PITCH], float scratch[][HPU_FUSION_PITCH]) {
   const member_t *mb = &r->m[m];
   const float *ops[3] = {NULL, NULL, NULL};
   for (int k = 0; k < mb->pw.arity; k++) ops[k] = pw_operand(r, m, k, start, len, tiles, scratch[k]);
@@ -269,8 +267,8 @@ static member_math_fn pick_member_math(void) {
   return member_math_generic;
 }
 
-static void run_member(const group_run_t *r, int m, int64_t start, int len, float tiles[][PITCH],
-                       float *s0, float *s1) {
+static void run_member(const group_run_t *r, int m, int64_t start, int len,
+                       float tiles[][HPU_FUSION_PITCH], float *s0, float *s1) {
   const member_t *mb = &r->m[m];
   const float *a = mb->a_scalar ? NULL : operand(r, m, 0, start, len, tiles, s0);
   const float *b = (mb->op == F_RELU || mb->b_scalar) ? NULL : operand(r, m, 1, start, len, tiles, s1);
@@ -281,19 +279,16 @@ static void run_member(const group_run_t *r, int m, int64_t start, int len, floa
 /* The members over elements [begin, end); with `copy`, the feeder's results
  * (rounded to its dtype) also go to copy[0 .. end - begin). */
 static void run_tiles(const group_run_t *r, int64_t begin, int64_t end, char *copy) {
-  /* Tiles and scratch start 1 KB past a 4 KB boundary, each PITCH floats
-   * after the last: a tile written at the same offset within a page as the
-   * page-aligned operands the loop reads (the allocator's big blocks) makes
-   * every load wait on a store (4K aliasing); that had run the fused loops
-   * at half speed or less, depending on where the stack happened to be. */
-  _Alignas(4096) float space[256 + (HPU_FUSION_MAX_GROUP + 3) * PITCH];
-  float (*tiles)[PITCH] = (float (*)[PITCH])(space + 256);
-  float (*scratch)[PITCH] = tiles + HPU_FUSION_MAX_GROUP;
+  /* Tiles and scratch start past a 4 KB boundary, each HPU_FUSION_PITCH
+   * floats after the last, against 4K aliasing (fusion_tiling.h). */
+  _Alignas(4096) float space[HPU_FUSION_TILE_OFFSET + (HPU_FUSION_MAX_GROUP + 3) * HPU_FUSION_PITCH];
+  float (*tiles)[HPU_FUSION_PITCH] = (float (*)[HPU_FUSION_PITCH])(space + HPU_FUSION_TILE_OFFSET);
+  float (*scratch)[HPU_FUSION_PITCH] = tiles + HPU_FUSION_MAX_GROUP;
   int feeder = r->g->rows_node >= 0 ? r->g->feeder : -1;
   hpu_dtype_t fdt = feeder >= 0 ? r->m[feeder].dt : HPU_FLOAT32;
   size_t fes = hpu_dtype_size(fdt);
-  for (int64_t t = begin; t < end; t += TILE) {
-    int len = (int)(end - t < TILE ? end - t : TILE);
+  for (int64_t t = begin; t < end; t += HPU_FUSION_TILE) {
+    int len = (int)(end - t < HPU_FUSION_TILE ? end - t : HPU_FUSION_TILE);
     for (int m = 0; m < r->g->count; m++) {
       if (r->m[m].op == F_PW) run_pw_member(r, m, t, len, tiles, scratch);
       else run_member(r, m, t, len, tiles, scratch[0], scratch[1]);
@@ -309,15 +304,6 @@ static void run_tiles(const group_run_t *r, int64_t begin, int64_t end, char *co
 
 static void run_range(void *ctx, int64_t begin, int64_t end) { run_tiles(ctx, begin, end, NULL); }
 
-/* Rows of a row op per block: the block's copy of its input (64 KB in
- * fp32) stays in L2 between the members writing it and the row op reading. */
-#define ROW_BLOCK_ELEMS 16384
-/* A reduction's block is much smaller: its copy (4 KB in fp32) stays in
- * L1, and the reduce kernel costs little per call (layer_norm's does: it
- * ran several times slower with this block size). For a fused
- * (a + b).sum(-1) or var(-1) over [4096 x 1024], 1024-element blocks were
- * the fastest tried (docs/PERFORMANCE.md). */
-#define REDUCE_BLOCK_ELEMS 1024
 
 /* The row op restricted to rows [r0, r0 + rows), reading its input from
  * `in` (a dense copy of those rows). */
@@ -361,7 +347,9 @@ static void run_rows(void *ctx, int64_t begin, int64_t end) {
   rows_run_t *rr = ctx;
   const hpu_fused_group_t *g = rr->r.g;
   int64_t len = g->row_len;
-  int64_t block = (rr->row_op->op == HPU_OP_REDUCE ? REDUCE_BLOCK_ELEMS : ROW_BLOCK_ELEMS) / len;
+  int64_t block_elems =
+      rr->row_op->op == HPU_OP_REDUCE ? HPU_FUSION_REDUCE_BLOCK_ELEMS : HPU_FUSION_ROW_BLOCK_ELEMS;
+  int64_t block = block_elems / len;
   if (block < 1) block = 1;
   if (block > end - begin) block = end - begin;
   hpu_dtype_t dt = rr->r.m[g->feeder].dt;
@@ -388,7 +376,7 @@ static hpu_status_t run_group(const hpu_fused_group_t *g, const hpu_node_t *node
   rr.r.math = pick_member_math();
   for (int m = 0; m < g->count; m++) prepare_member(&rr.r.m[m], &nodes[g->first + m], g->numel);
   if (g->rows_node < 0) {
-    hpu_parallel_for(g->numel, 32768, run_range, &rr.r);
+    hpu_parallel_for(g->numel, HPU_FUSION_GRAIN, run_range, &rr.r);
     return HPU_SUCCESS;
   }
   const hpu_node_t *T = &nodes[g->rows_node];
@@ -412,7 +400,7 @@ static hpu_status_t run_group(const hpu_fused_group_t *g, const hpu_node_t *node
     }
     rr.row_op = &staged;
   }
-  int64_t grain = 32768 / g->row_len;
+  int64_t grain = HPU_FUSION_GRAIN / g->row_len;
   hpu_parallel_for(g->numel / g->row_len, grain > 0 ? grain : 1, run_rows, &rr);
   for (int o = 0; o < HPU_MAX_OUTPUTS && stage[o]; o++) {
     if (rr.status == HPU_SUCCESS)

@@ -3,6 +3,7 @@
  * and the check of a plan read back from disk. fusion_exec.c runs the
  * groups; graph/fusion_plan.h is the plan between them. */
 #include "graph/fusion_plan.h"
+#include "graph/fusion_tiling.h"
 
 #include "graph/ptrmap.h"
 
@@ -217,13 +218,6 @@ static int admit(const hpu_node_t *nodes, hpu_fused_group_t *g, int j) {
   return 1;
 }
 
-/* The reduce kernel (kernels/nn_reduce.c) splits one output's reduction
- * over threads, in a different summation order, when there are fewer
- * outputs than threads and at least this many elements per output; a block
- * of rows must take the same path as the whole tensor, so longer rows do
- * not fuse. */
-#define REDUCE_SPLIT_ELEMS 131072
-
 /* sum / mean / var / std over the innermost non-trivial dim: the row
  * length, or 0. Outputs (the reduction, var_mean's mean) are float, one
  * element per row, contiguous. */
@@ -241,7 +235,7 @@ static int64_t reduce_row_len(const hpu_node_t *nd) {
   for (int d = 0; d < in->ndim; d++)
     if (in->sizes[d] != 1 && (int)((mask >> d) & 1) != (d == last)) return 0;
   int64_t len = in->sizes[last];
-  if (len >= REDUCE_SPLIT_ELEMS) return 0;
+  if (len >= HPU_FUSION_REDUCE_MAX_LEN) return 0;   /* fusion_tiling.h */
   for (int o = 0; o < nd->num_outputs; o++) {
     const hpu_tensor_t *out = &nd->outputs[o];
     if (!is_float_dtype(out->dtype) || !hpu_tensor_is_contiguous(out) ||

@@ -21,6 +21,7 @@
 #include "hpu/metrics.h"
 #include "hpu/status_page.h"
 #include "runtime/lock.h"
+#include "runtime/schedule_policy.h"
 
 #define PREV_SLOTS 32
 
@@ -40,7 +41,7 @@ static pending_t cards[HPU_MAX_CARDS] = {[0 ... HPU_MAX_CARDS - 1] = {.mu = HPU_
 
 static _Atomic int lazy_state = -1; /* -1: not read from the environment yet */
 static _Atomic int env_read;        /* the settings below were read and valid */
-static _Atomic int max_nodes = 2048;
+static _Atomic int max_nodes = HPU_LAZY_MAX_GRAPH_NODES_DEFAULT;
 static hpu_mutex_t env_mu = HPU_MUTEX_INIT(HPU_RANK_LAZY_SETTINGS, "lazy settings");
 
 #define REASONS 64
@@ -54,11 +55,11 @@ static size_t reasons_count;
 hpu_status_t hpu_lazy_configure(void) {
   if (atomic_load(&env_read)) return HPU_SUCCESS;
   hpu_mutex_lock(&env_mu);
-  long long mode = 1, nodes = 2048;
+  long long mode = 1, nodes = HPU_LAZY_MAX_GRAPH_NODES_DEFAULT;
   hpu_status_t st = HPU_SUCCESS;
   if (!atomic_load(&env_read)) {
     st = hpu_env_int("PT_HPU_LAZY_MODE", 1, 0, 1, &mode); /* lazy by default, as Gaudi */
-    if (st == HPU_SUCCESS) st = hpu_env_int("PT_HPU_MAX_GRAPH_NODES", 2048, 1, 1 << 30, &nodes);
+    if (st == HPU_SUCCESS) st = hpu_env_int("PT_HPU_MAX_GRAPH_NODES", HPU_LAZY_MAX_GRAPH_NODES_DEFAULT, 1, 1 << 30, &nodes);
     if (st == HPU_SUCCESS) st = hpu_recipe_cache_configure();
     if (st == HPU_SUCCESS) st = hpu_recipe_disk_configure();
     if (st == HPU_SUCCESS) {

@@ -23,6 +23,7 @@
 #include "kernels/isa.h"
 #include "kernels/kernels.h"
 #include "kernels/load16.h"
+#include "runtime/schedule_policy.h" /* HPU_GRAIN */
 
 #if HPU_HAVE_ISA_CLONES
 #include <immintrin.h>
@@ -216,7 +217,7 @@ int hpu_gemv_run(const hpu_gemm_t *g, int64_t nbatch, const int64_t *offs) {
   /* About 32K multiply-adds per chunk: below that a hand-off to the pool
    * costs more than it saves. */
   int64_t per_task = width * g->k;
-  int64_t grain = per_task >= 32768 ? 1 : (32768 + per_task - 1) / per_task;
+  int64_t grain = per_task >= HPU_GRAIN ? 1 : (HPU_GRAIN + per_task - 1) / per_task;
   hpu_parallel_for(nbatch * job.blocks, grain, run_tasks, &job);
   free(a);
   return 0;

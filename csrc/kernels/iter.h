@@ -22,12 +22,11 @@
 #include <stdint.h>
 
 #include "hpu/op.h"
+#include "runtime/schedule_policy.h" /* HPU_GRAIN */
 
 #define HPU_ITER_MAX_OPS (HPU_MAX_OUTPUTS + HPU_MAX_INPUTS)
 #define HPU_ITER_KEEP_ORDER 1
 
-/* Elements per task: tiny tensors stay on the calling thread. */
-#define HPU_GRAIN 32768
 
 typedef struct hpu_iter {
   int ndim;    /* after coalescing; dim 0 is the innermost */

@@ -32,6 +32,14 @@ hpu_status_t hpu_execute_pointwise(const hpu_node_t *node);
 hpu_status_t hpu_validate_nn(const hpu_node_t *node);
 hpu_status_t hpu_execute_nn(const hpu_node_t *node);
 
+/* A reduction with fewer outputs than threads and rows of at least
+ * HPU_REDUCE_SPLIT_MIN_LEN elements is split over threads in blocks of
+ * HPU_REDUCE_SPLIT_BLOCK (nn_reduce.c), which changes its summation order:
+ * lazy fusion (graph/fusion_tiling.h) must not fuse such rows, so both read
+ * the limit from here. */
+#define HPU_REDUCE_SPLIT_BLOCK 65536
+#define HPU_REDUCE_SPLIT_MIN_LEN (2 * HPU_REDUCE_SPLIT_BLOCK)
+
 /* Operand checks shared by all validators (validate.c); each sets the
  * error message naming op `name`. */
 hpu_status_t hpu_check_tensor(const char *name, const char *role, int idx, const hpu_tensor_t *t);

@@ -21,6 +21,7 @@
 #include "kernels/cvt.h"
 #include "kernels/nn_rows.h"
 #include "kernels/nn_util.h"
+#include "runtime/schedule_policy.h" /* HPU_GRAIN */
 
 /* Floats per conversion chunk: three chunks (24 KiB) on a task's stack. */
 #define GN_CHUNK 2048
@@ -209,7 +210,9 @@ static void free_params(gn_t *c) {
 }
 
 /* Rows of len elements per task: about 32K elements, at least one row. */
-static int64_t row_grain(int64_t len) { return len > 0 && len < 32768 ? 32768 / len : 1; }
+static int64_t row_grain(int64_t len) {
+  return len > 0 && len < HPU_GRAIN ? HPU_GRAIN / len : 1;
+}
 
 /* The context of a node over x [N, C, HxW] in G groups. */
 static gn_t gn_context(const hpu_node_t *node, const hpu_tensor_t *x, int64_t G) {

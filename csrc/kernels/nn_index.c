@@ -189,7 +189,7 @@ hpu_status_t hpu_nn_index_select(const hpu_node_t *node) {
   c.rows = c.dim == 0 && hpu_tensor_is_contiguous(in) && hpu_tensor_is_contiguous(out);
   c.row_bytes = (int64_t)c.es * c.w.n;
   if (c.rows) {
-    int64_t grain = 32768 / (c.w.n ? c.w.n : 1);
+    int64_t grain = HPU_GRAIN / (c.w.n ? c.w.n : 1);
     hpu_parallel_for(c.n, grain > 0 ? grain : 1, isel_rows, &c);
     return bad_status(&c.bad, "index_select", c.dim);
   }
@@ -207,7 +207,7 @@ hpu_status_t hpu_nn_index_select(const hpu_node_t *node) {
   c.run = c.n > 1 && !atomic_load(&c.bad.bad) && (v[1] - v[0] == 1 || v[1] - v[0] == -1) ? (int)(v[1] - v[0]) : 0;
   for (int64_t k = 2; k < c.n && c.run; k++)
     if (v[k] - v[k - 1] != c.run) c.run = 0;
-  int64_t grain = 32768 / (c.n ? c.n : 1);
+  int64_t grain = HPU_GRAIN / (c.n ? c.n : 1);
   hpu_parallel_for(c.w.n, grain > 0 ? grain : 1, isel_cols, &c);
   free(v);
   return bad_status(&c.bad, "index_select", c.dim);
@@ -344,7 +344,7 @@ static hpu_status_t gather_scatter(const hpu_node_t *node, int gather) {
   hpu_scalar_t sv = node->params.nn.s[0];
   c.value_i = sv.kind == HPU_SCALAR_FLOAT ? hpu_f2i(sv.f) : sv.i;
   if (hpu_dtype_is_floating(self->dtype)) c.value_d = as_dtype(hpu_scalar_as_double(sv), self->dtype);
-  int64_t grain = 32768 / (c.len ? c.len : 1);
+  int64_t grain = HPU_GRAIN / (c.len ? c.len : 1);
   hpu_parallel_for(c.w.n, grain > 0 ? grain : 1, gs_run, &c);
   shadow_close(&sh, self);
   return bad_status(&c.bad, gather ? "gather" : "scatter", c.dim);
@@ -428,7 +428,7 @@ hpu_status_t hpu_nn_index_add(const hpu_node_t *node) {
   c.size = dim_size(self, c.dim);
   c.s_self = dim_stride(c.self, c.dim);
   c.s_src = dim_stride(src, c.dim);
-  int64_t grain = 32768 / c.n;
+  int64_t grain = HPU_GRAIN / c.n;
   hpu_parallel_for(c.w.n, grain > 0 ? grain : 1, iadd_run, &c);
   shadow_close(&sh, self);
   return bad_status(&c.bad, "index_add", c.dim);

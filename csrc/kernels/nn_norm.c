@@ -25,6 +25,7 @@
 #include "kernels/pw.h"
 #include "kernels/pw_math.h"
 #include "kernels/v16.h"
+#include "runtime/schedule_policy.h" /* HPU_GRAIN */
 
 /* Row reductions keep 64 float lanes as four lane groups a0..a3
  * (kernels/v16.h: four independent add chains of AVX-512 width, so the
@@ -516,9 +517,9 @@ static void softmax_rows(void *ctx, int64_t begin, int64_t end) {
 }
 
 /* Elements per chunk. A softmax element costs about six times an add's
- * (an exp), so the elementwise grain (32768) left [256 x 128] and
- * [16 x 1024] on one thread, below torch's speed; with 8192 they match it,
- * and larger inputs are unchanged. */
+ * (an exp), so the elementwise grain (HPU_GRAIN, 32768) left [256 x 128]
+ * and [16 x 1024] on one thread, below torch's speed; with 8192 they match
+ * it, and larger inputs are unchanged. */
 #define SOFTMAX_GRAIN 8192
 
 void hpu_nn_softmax(const hpu_node_t *node) {
@@ -589,7 +590,7 @@ void hpu_nn_softmax_backward(const hpu_node_t *node) {
   geometry(&node->inputs[0], node->params.nn.i[0], &c.outer, &c.D, &c.inner);
   int64_t nrows = c.outer * c.inner;
   if (nrows == 0 || c.D == 0) return;
-  int64_t grain = 32768 / c.D;
+  int64_t grain = HPU_GRAIN / c.D;
   hpu_parallel_for(nrows, grain > 0 ? grain : 1, softmax_bw_rows, &c);
 }
 
@@ -699,7 +700,7 @@ void hpu_nn_layer_norm(const hpu_node_t *node) {
     return;
   }
   if (hpu_nn_param_copy(w, c.N, 1.0f, &c.w, &c.wd) || hpu_nn_param_copy(b, c.N, 0.0f, &c.b, &c.bd)) abort();
-  int64_t grain = 32768 / c.N;
+  int64_t grain = HPU_GRAIN / c.N;
   hpu_parallel_for(c.M, grain > 0 ? grain : 1, ln_rows, &c);
   free(c.w); free(c.wd); free(c.b); free(c.bd);
 }
@@ -781,7 +782,7 @@ void hpu_nn_layer_norm_backward(const hpu_node_t *node) {
     /* fp64: dx by rows, dgamma/dbeta by columns, all in double */
     const hpu_tensor_t *st = &node->inputs[2];
     const double *px = hpu_tensor_data(x), *pg = hpu_tensor_data(&node->inputs[0]);
-    if ((mask & 1) && c.M) hpu_parallel_for(c.M, 32768 / N + 1, lnb_rows_f64, &c);
+    if ((mask & 1) && c.M) hpu_parallel_for(c.M, HPU_GRAIN / N + 1, lnb_rows_f64, &c);
     for (int k = 1; k < 3; k++) {
       if (!((mask >> k) & 1)) continue;
       for (int64_t i = 0; i < N; i++) {

@@ -23,9 +23,10 @@
 #include "kernels/kernels.h"
 #include "kernels/nn_util.h"
 #include "kernels/v16.h"
+#include "runtime/schedule_policy.h" /* HPU_GRAIN */
 
 #define MAXD HPU_MAX_DIMS
-#define SPLIT_BLOCK 65536
+#define SPLIT_BLOCK HPU_REDUCE_SPLIT_BLOCK
 
 typedef struct {
   int nk, nr;
@@ -593,13 +594,13 @@ static void reduce_cols(const red_t *r) {
    * are threads (256 columns, 2 threads: 128 each, 64-byte multiples);
    * every block still streams whole rows. */
   c.bw = COLS_BLOCK;
-  if (planes * ((c.cols + COLS_BLOCK - 1) / COLS_BLOCK) < threads && c.rows * c.cols >= 32768) {
+  if (planes * ((c.cols + COLS_BLOCK - 1) / COLS_BLOCK) < threads && c.rows * c.cols >= HPU_GRAIN) {
     int64_t w = (c.cols + threads - 1) / threads;
     w = (w + 15) / 16 * 16;
     if (w < c.bw) c.bw = w;
   }
   c.nblk = (c.cols + c.bw - 1) / c.bw;
-  int64_t grain = 32768 / (c.rows * c.bw);
+  int64_t grain = HPU_GRAIN / (c.rows * c.bw);
   hpu_parallel_for(planes * c.nblk, grain > 0 ? grain : 1, reduce_cols_blocks, &c);
 }
 
@@ -660,7 +661,7 @@ void hpu_nn_reduce(const hpu_node_t *node) {
     return;
   }
   int threads = hpu_get_num_threads();
-  if (r.M < threads && r.L >= 2 * SPLIT_BLOCK && threads > 1) {
+  if (r.M < threads && r.L >= HPU_REDUCE_SPLIT_MIN_LEN && threads > 1) {
     int64_t nb = (r.L + SPLIT_BLOCK - 1) / SPLIT_BLOCK;
     acc_t *parts = malloc((size_t)nb * sizeof *parts);
     if (parts) {
@@ -685,7 +686,7 @@ void hpu_nn_reduce(const hpu_node_t *node) {
       return;
     }
   }
-  int64_t grain = r.L > 0 ? 32768 / r.L : 32768;
+  int64_t grain = r.L > 0 ? HPU_GRAIN / r.L : HPU_GRAIN;
   hpu_parallel_for(r.M, grain > 0 ? grain : 1, reduce_outputs, &r);
 }
 
@@ -735,7 +736,7 @@ void hpu_nn_argreduce(const hpu_node_t *node) {
   if (r.M == 0 || r.L == 0) return;
   r.kind = (int)node->params.nn.i[0];
   r.imode = !hpu_dtype_is_floating(r.dti);
-  int64_t grain = 32768 / r.L;
+  int64_t grain = HPU_GRAIN / r.L;
   hpu_parallel_for(r.M, grain > 0 ? grain : 1, argreduce_rows, &r);
 }
 
@@ -884,6 +885,6 @@ void hpu_nn_cumsum(const hpu_node_t *node) {
     hpu_parallel_for(r.M, grain > 0 ? grain : 1, logcumsumexp_rows, &r);
     return;
   }
-  int64_t grain = 32768 / r.L;
+  int64_t grain = HPU_GRAIN / r.L;
   hpu_parallel_for(r.M, grain > 0 ? grain : 1, cumsum_rows, &r);
 }

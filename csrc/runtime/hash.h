@@ -2,7 +2,7 @@
  *
  * Each is what its users had before they shared it, bit for bit: the
  * recipe files on disk carry FNV-1a checksums, so changing that one would
- * reject every cached recipe. */
+ * reject every cached recipe. HCCL uses the FNV-1a one too. */
 #ifndef HPU_RUNTIME_HASH_H
 #define HPU_RUNTIME_HASH_H
 
@@ -32,9 +32,13 @@ static inline uint64_t hpu_hash_words(const int64_t *w, size_t n) {
   return h;
 }
 
-/* FNV-1a over bytes, continuing from `h` (start with HPU_FNV1A_SEED): the
- * recipe files' checksum, a format on disk. */
+/* FNV-1a over bytes, continuing from `h`. Two starting values: the
+ * recipe files' checksums start from HPU_FNV1A_SEED, which is not FNV's
+ * offset basis (a digit short of it) but is a format on disk now; HCCL's
+ * host and job ids start from the standard basis, HPU_FNV1A_BASIS, and
+ * every rank of a job must compute them alike. */
 #define HPU_FNV1A_SEED 1469598103934665603ull
+#define HPU_FNV1A_BASIS 0xcbf29ce484222325ull
 static inline uint64_t hpu_fnv1a(uint64_t h, const void *data, size_t len) {
   const unsigned char *b = data;
   for (size_t i = 0; i < len; i++) h = (h ^ b[i]) * 1099511628211ull;

@@ -1,10 +1,12 @@
 /* The scheduling policy of the C core in one place: how long each kind of
  * thread stays awake before it sleeps, when an op runs on the calling
- * thread instead of the card's queue worker, when a push leaves the queue
- * worker's wake to a pool worker, and how far the host may run ahead of a
- * card. queue.c, parallel.c, spin.c and graph.c apply these; the reason for
- * each is here, the measurements behind the values are in
- * docs/PERFORMANCE.md.
+ * thread instead of the card's queue worker, how large a kernel's parallel
+ * tasks are, when a push leaves the queue worker's wake to a pool worker,
+ * and how far the host may run ahead of a card. queue.c, parallel.c,
+ * spin.c, graph.c, lazy.c and the kernels apply these; the reason for each
+ * is here, the measurements behind the values are in docs/PERFORMANCE.md.
+ * (HCCL's waits are in hccl/src/wait_policy.h, lazy fusion's tiles in
+ * graph/fusion_tiling.h.)
  *
  * These rules decide which thread runs what, so they are where deadlocks
  * and lost wake-ups come from: a change here is a change of every thread's
@@ -73,6 +75,24 @@ static inline int hpu_policy_run_on_caller(int64_t elements) {
   return elements <= HPU_INLINE_MAX_ELEMENTS || elements >= HPU_INLINE_MIN_LARGE_ELEMENTS;
 }
 
+/* ---- splitting a kernel over threads ---- */
+
+/* Elements (or multiply-adds) per task of a parallel kernel: a kernel of
+ * fewer runs on the calling thread alone, larger ones in chunks of about
+ * this size. Handing a chunk to a pool thread costs microseconds (a
+ * wake-up, the chunk's cache lines moving to another core), which a chunk
+ * must outweigh. Chosen when the pool was written, not tuned by
+ * measurement since; a kernel whose element costs far more than an add
+ * sets its own grain beside its loop, with the measurement (softmax's
+ * SOFTMAX_GRAIN in kernels/nn_norm.c). */
+#define HPU_GRAIN 32768
+
+/* hpu_parallel_for cuts a range into at most this many chunks per thread,
+ * which threads claim as they come: with one chunk per thread, a late pool
+ * thread (a futex wake-up, preemption on shared cores) made the caller
+ * wait for a whole half of the op on a 2-core box. Not tuned beyond that. */
+#define HPU_PARALLEL_SPLIT 4
+
 /* ---- deferred wakes of the queue worker ---- */
 
 /* A push that finds the queue worker asleep does not wake it when a pool
@@ -102,5 +122,12 @@ static inline int hpu_policy_defer_wake(int enabled, int pool_running_deferred, 
  * reads a result runs ahead of the card without limit, holding every queued
  * task's tensors. */
 #define HPU_QUEUE_DEPTH_DEFAULT 1024
+
+/* Lazy mode flushes a pending graph when it reaches this many nodes
+ * (PT_HPU_MAX_GRAPH_NODES overrides): a loop that never reads a result
+ * still hands the card work, and a graph's recording, signature and plan
+ * stay bounded. Not tuned by measurement; Gaudi's closest setting is
+ * PT_HPU_MAX_COMPOUND_OP_SIZE. */
+#define HPU_LAZY_MAX_GRAPH_NODES_DEFAULT 2048
 
 #endif

@@ -14,12 +14,8 @@
 #include <unistd.h>
 
 #include "internal.h"
-
-static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
-  const unsigned char *c = p;
-  for (size_t i = 0; i < n; i++) { h ^= c[i]; h *= 0x100000001b3ull; }
-  return h;
-}
+#include "runtime/hash.h"
+#include "wait_policy.h"
 
 static uint64_t random_u64(void) {
   uint64_t v = 0;
@@ -46,7 +42,7 @@ void hccl_host_identity(uint64_t *hash, char *text, size_t len) {
     unsigned long long netns = stat("/proc/self/ns/net", &st) == 0 ? (unsigned long long)st.st_ino : 0;
     snprintf(text, len, "%s/%s/%llu", host, boot, netns);
   }
-  *hash = fnv1a(0xcbf29ce484222325ull, text, strlen(text));
+  *hash = hpu_fnv1a(HPU_FNV1A_BASIS, text, strlen(text));
 }
 
 /* ---------------- root ---------------- */
@@ -84,11 +80,11 @@ static void *root_main(void *p) {
                (long long)a.timeout_ms, arrived, nranks);
       hccl_debug("root: %s", msg);
       for (int i = 0; fds && i < nranks; i++)
-        if (fds[i] >= 0) { reply_error(fds[i], hcclRemoteError, msg, hccl_now_ns() + 1000000000); close(fds[i]); }
+        if (fds[i] >= 0) { reply_error(fds[i], hcclRemoteError, msg, hccl_now_ns() + HCCL_REPLY_TIMEOUT_NS); close(fds[i]); }
       goto out;
     }
     /* A client gets a few seconds to say who it is. */
-    int64_t dl = hccl_now_ns() + 5000000000ll;
+    int64_t dl = hccl_now_ns() + HCCL_HELLO_TIMEOUT_NS;
     if (dl > deadline) dl = deadline;
     hccl_rank_info_t in;
     memset(&in, 0, sizeof in);
@@ -113,7 +109,7 @@ static void *root_main(void *p) {
     if (!why && fds[in.rank] >= 0) why = "duplicate rank";
     if (why) {
       hccl_debug("root: refused a peer: %s", why);
-      reply_error(fd, hcclInvalidUsage, why, hccl_now_ns() + 1000000000);
+      reply_error(fd, hcclInvalidUsage, why, hccl_now_ns() + HCCL_REPLY_TIMEOUT_NS);
       close(fd);
       continue;
     }
@@ -191,7 +187,7 @@ hcclResult_t hcclGetUniqueId(hcclUniqueId *out) {
     /* Every rank computes the same id; rank 0's init starts the root. */
     if ((r = hccl_sock_parse(env, &id.root)) != hcclSuccess) return r;
     id.flags = HCCL_ID_START_ROOT;
-    id.nonce = fnv1a(0xcbf29ce484222325ull, env, strlen(env));
+    id.nonce = hpu_fnv1a(HPU_FNV1A_BASIS, env, strlen(env));
   } else {
     struct sockaddr_in a;
     if ((r = hccl_sock_pick_addr(&a)) != hcclSuccess) return r;

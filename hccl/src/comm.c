@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "wait_policy.h"
 
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434
@@ -145,21 +146,16 @@ static hcclResult_t build_topology(hcclComm_t comm) {
   return hcclSuccess;
 }
 
-/* Spinning only pays when every local rank can own a core, and then only
- * briefly: poll for 50 us (ranks in lock-step, the common case of a
- * benchmark loop or a bandwidth-bound chunk pipeline, meet within that),
- * then sleep on the futex. A longer spin burns the core that the peer we
- * wait for, or our own process's other threads (the host thread recording
- * the next graph while the card's queue runs the collective), needs: with
- * DDP on 2 ranks x 2 cores a 100 ms poll took 40% of the queue
- * threads' time, and on a shared machine a sleeping rank frees its core so
- * the scheduler can pull the late peer onto it at once. With more ranks
- * than cores: spin 2 us (HCCL_SPIN_US overrides both). */
-static int64_t default_spin_ns(int local_n, int64_t env_us) {
+/* How long this rank's waits spin before they sleep: HCCL_SPIN_US if set,
+ * else by whether every local rank can own a core and whether the ranks
+ * span hosts (wait_policy.h says why). */
+static int64_t default_spin_ns(int local_n, int nhosts, int64_t env_us) {
   if (env_us >= 0) return env_us * 1000;
   cpu_set_t set;
   int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : (int)sysconf(_SC_NPROCESSORS_ONLN);
-  return local_n <= cpus ? 50000 : 2000;
+  int64_t ns = local_n <= cpus ? HCCL_SPIN_NS : HCCL_SPIN_NS_OVERSUBSCRIBED;
+  if (nhosts > 1 && ns > HCCL_SPIN_NS_MULTIHOST) ns = HCCL_SPIN_NS_MULTIHOST;
+  return ns;
 }
 
 hcclResult_t hcclCommInitRankConfig(hcclComm_t *out, int nranks, hcclUniqueId commId, int rank,
@@ -228,9 +224,7 @@ hcclResult_t hcclCommInitRankConfig(hcclComm_t *out, int nranks, hcclUniqueId co
     int pid = comm->info[comm->local_ranks[i]].pid;
     comm->pidfd[i] = pid == getpid() ? -1 : (int)syscall(SYS_pidfd_open, pid, 0);
   }
-  comm->spin_ns = default_spin_ns(comm->local_n, spin_us);
-  /* Across hosts, local waits mostly cover network time: spin little. */
-  if (comm->nhosts > 1 && comm->spin_ns > 5000 && spin_us < 0) comm->spin_ns = 5000;
+  comm->spin_ns = default_spin_ns(comm->local_n, comm->nhosts, spin_us);
   if ((r = hccl_shm_setup(comm)) != hcclSuccess) goto fail;
   if (comm->nhosts > 1 && (r = hccl_net_setup(comm, hccl_comm_deadline(comm))) != hcclSuccess) goto fail;
   hccl_debug("rank %d/%d: %d hosts, %d local ranks, segment %s", rank, nranks, comm->nhosts, comm->local_n,

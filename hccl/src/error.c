@@ -9,6 +9,7 @@
 #include "hpu/clock.h"
 #include "hpu/env.h"
 #include "internal.h"
+#include "wait_policy.h"
 
 static _Thread_local char hccl_last_error[512];
 
@@ -64,11 +65,11 @@ hcclResult_t hccl_env_size(const char *name, uint64_t dflt, uint64_t min, uint64
   return hcclSuccess;
 }
 
-/* HCCL_TIMEOUT in seconds (fractions allowed), default 1800 as PyTorch's;
+/* HCCL_TIMEOUT in seconds (fractions allowed), default HCCL_DEFAULT_TIMEOUT_S;
  * at most about 31 years, so that deadlines in ns cannot overflow. */
 hcclResult_t hccl_default_timeout_ms(int64_t *out) {
   double s;
-  if (hpu_env_double("HCCL_TIMEOUT", 1800, 0.001, 1e9, &s) != HPU_SUCCESS)
+  if (hpu_env_double("HCCL_TIMEOUT", HCCL_DEFAULT_TIMEOUT_S, 0.001, 1e9, &s) != HPU_SUCCESS)
     return hccl_err(hcclInvalidArgument, "%s", hpu_last_error());
   *out = (int64_t)(s * 1000.0);
   return hcclSuccess;

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "wait_policy.h"
 
 typedef struct hello {
   uint32_t magic, version;
@@ -35,7 +36,7 @@ hcclResult_t hccl_net_setup(hcclComm_t comm, int64_t deadline) {
     if ((r = hccl_sock_accept(comm->listen_fd, deadline, &fd)) != hcclSuccess)
       return hccl_err(r, "rank %d: %d peers on other hosts never connected", comm->rank, expect);
     hello_t h;
-    int64_t dl = hccl_now_ns() + 5000000000ll;
+    int64_t dl = hccl_now_ns() + HCCL_HELLO_TIMEOUT_NS;
     if (dl > deadline) dl = deadline;
     if (hccl_sock_recv_all(fd, &h, sizeof h, dl, NULL) != hcclSuccess || h.magic != HCCL_MAGIC ||
         h.version != HCCL_PROTO_VERSION || h.session != comm->session || h.to != comm->rank || h.from <= comm->rank ||

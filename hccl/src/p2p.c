@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 
 #include "internal.h"
+#include "wait_policy.h"
 
 typedef struct p2p_set {
   hccl_p2p_t *ops;
@@ -194,8 +195,8 @@ hcclResult_t hccl_p2p_run(hcclComm_t comm, hccl_p2p_t *ops, int n) {
       np++;
     }
     if ((r = hccl_check_alive(comm, deadline, "send/recv over TCP")) != hcclSuccess) goto out;
-    if (local && idle < 1000) { idle++; continue; }   /* spin over the mailboxes */
-    poll(pfd, (nfds_t)np, local ? 1 : 20);
+    if (local && idle < HCCL_P2P_MBOX_SPINS) { idle++; continue; }   /* spin over the mailboxes */
+    poll(pfd, (nfds_t)np, local ? HCCL_P2P_POLL_MS_WITH_MBOX : HCCL_P2P_POLL_MS);
   }
 out:
   free(pfd);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "wait_policy.h"
 
 static size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
@@ -66,7 +67,7 @@ hcclResult_t hccl_shm_setup(hcclComm_t comm) {
     atomic_store(&h->ready, 1);
   } else {
     int leader = comm->local_ranks[0];
-    int delay = 200;
+    int delay = HCCL_SHM_OPEN_RETRY_FIRST_US;
     for (;;) {
       fd = shm_open(s->name, O_RDWR | O_CLOEXEC, 0);
       if (fd >= 0) {
@@ -99,7 +100,7 @@ hcclResult_t hccl_shm_setup(hcclComm_t comm) {
         goto fail;
       }
       usleep((useconds_t)delay);
-      if (delay < 5000) delay *= 2;
+      if (delay < HCCL_SHM_RETRY_CAP_US) delay *= 2;
     }
     hccl_shm_header_t *h = base;
     if (h->magic != HCCL_MAGIC || h->version != HCCL_PROTO_VERSION || h->session != comm->session ||
@@ -122,7 +123,7 @@ hcclResult_t hccl_shm_setup(hcclComm_t comm) {
   s->ctrl[comm->local].probe_va = (uint64_t)(uintptr_t)&hccl_cma_probe_word;
   /* The last one in removes the name. */
   if (atomic_fetch_add(&s->hdr->attached, 1) + 1 == L) shm_unlink(s->name);
-  int delay = 100;
+  int delay = HCCL_SHM_ATTACH_RETRY_FIRST_US;
   while (atomic_load(&s->hdr->attached) < L) {
     for (int i = 0; i < L; i++)
       if (!pid_alive(comm, i)) {
@@ -135,7 +136,7 @@ hcclResult_t hccl_shm_setup(hcclComm_t comm) {
       goto fail_mapped;
     }
     usleep((useconds_t)delay);
-    if (delay < 5000) delay *= 2;
+    if (delay < HCCL_SHM_RETRY_CAP_US) delay *= 2;
   }
   return hcclSuccess;
 

@@ -16,6 +16,7 @@
 
 #include "hpu/env.h"
 #include "internal.h"
+#include "wait_policy.h"
 
 const char *hccl_addr_str(const struct sockaddr_in *a, char *buf, size_t len) {
   char ip[INET_ADDRSTRLEN] = "?";
@@ -123,13 +124,13 @@ static int remaining_ms(int64_t deadline) {
   int64_t left = deadline - hccl_now_ns();
   if (left <= 0) return 0;
   left = left / 1000000 + 1;
-  return left > 100 ? 100 : (int)left;   /* wake up often enough to see aborts */
+  return left > HCCL_SOCK_POLL_MAX_MS ? HCCL_SOCK_POLL_MAX_MS : (int)left;   /* wake up often enough to see aborts */
 }
 
 /* Retries refused connections until the deadline (the peer may not listen yet). */
 hcclResult_t hccl_sock_connect(const struct sockaddr_in *addr, int64_t deadline, int *fd) {
   char ab[64];
-  int delay_us = 1000;
+  int delay_us = HCCL_CONNECT_RETRY_FIRST_US;
   for (;;) {
     int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (s < 0) return hccl_err(hcclSystemError, "socket: %s", strerror(errno));
@@ -158,7 +159,7 @@ hcclResult_t hccl_sock_connect(const struct sockaddr_in *addr, int64_t deadline,
     if ((err == ECONNREFUSED || err == ECONNRESET || err == EAGAIN || err == ENETUNREACH ||
          err == EHOSTUNREACH) && hccl_now_ns() < deadline) {
       usleep((useconds_t)delay_us);
-      if (delay_us < 50000) delay_us *= 2;
+      if (delay_us < HCCL_CONNECT_RETRY_CAP_US) delay_us *= 2;
       continue;
     }
     return hccl_err(hcclRemoteError, "connect to %s: %s", hccl_addr_str(addr, ab, sizeof ab),

@@ -1,7 +1,8 @@
 /* Waiting between local ranks: spin a little (cheap when every rank has a
  * core), then sleep on this rank's futex word, which any poster bumps when
- * it sees a sleeper. Every wake-up and every few thousand spins checks the
- * abort words, the deadline and whether a local peer's process is gone. */
+ * it sees a sleeper. Every wake-up, and every HCCL_ALIVE_CHECK_NS of
+ * spinning, checks the abort words, the deadline and whether a local
+ * peer's process is gone (wait_policy.h has the times). */
 #include <errno.h>
 #include <linux/futex.h>
 #include <poll.h>
@@ -15,6 +16,7 @@
 
 #include "hpu/clock.h"
 #include "internal.h"
+#include "wait_policy.h"
 
 static void futex_wait(atomic_uint *w, unsigned val, int64_t ns) {
   struct timespec ts = {ns / 1000000000, ns % 1000000000};
@@ -79,22 +81,19 @@ hcclResult_t hccl_wait(hcclComm_t comm, hccl_cond_fn cond, void *arg, const char
   if (cond(comm, arg)) return hcclSuccess;
   hcclResult_t r;
   int64_t deadline = hccl_comm_deadline(comm);
-  /* Spin for a bounded time (the clock is read every 64 checks; peers'
-   * liveness and the deadline every 10 ms, so long spins still fail fast).
-   * Past the first 5 us, yield between bursts: a waiter that stays runnable
-   * keeps answering within microseconds, yet hands its core to a runnable
-   * thread (the late peer, our own host thread) when the machine is
-   * oversubscribed. */
+  /* Spin for a bounded time, reading the clock once a burst and checking
+   * peers' liveness and the deadline now and then, yielding between bursts
+   * after a while (wait_policy.h says why). */
   int64_t spin_end = 0, next_check = 0, yield_after = 0;
   for (unsigned i = 1; comm->spin_ns > 0; i++) {
     hpu_cpu_relax();
     if (cond(comm, arg)) return hcclSuccess;
-    if ((i & 63) == 0) {
+    if (i % HCCL_SPIN_BURST == 0) {
       int64_t t = hccl_now_ns();
       if (!spin_end) {
         spin_end = t + comm->spin_ns;
-        next_check = t + 10000000;
-        yield_after = t + 5000;
+        next_check = t + HCCL_ALIVE_CHECK_NS;
+        yield_after = t + HCCL_SPIN_YIELD_AFTER_NS;
       } else if (t > spin_end) {
         break;
       } else if (t > yield_after) {
@@ -103,7 +102,7 @@ hcclResult_t hccl_wait(hcclComm_t comm, hccl_cond_fn cond, void *arg, const char
       if ((r = check_abort(comm)) != hcclSuccess) return r;
       if (t > next_check) {
         if ((r = hccl_check_alive(comm, deadline, what)) != hcclSuccess) return r;
-        next_check = t + 10000000;
+        next_check = t + HCCL_ALIVE_CHECK_NS;
       }
     }
   }
@@ -111,9 +110,8 @@ hcclResult_t hccl_wait(hcclComm_t comm, hccl_cond_fn cond, void *arg, const char
   int yields = 0;
   for (;;) {
     if ((r = hccl_check_alive(comm, deadline, what)) != hcclSuccess) return r;
-    /* A few yields first: with more ranks than cores the peer we wait for
-     * often only needs our core for a moment. */
-    if (yields < 4) {
+    /* A few yields first (wait_policy.h). */
+    if (yields < HCCL_SLEEP_YIELDS) {
       yields++;
       sched_yield();
       if (cond(comm, arg)) return hcclSuccess;
@@ -126,7 +124,7 @@ hcclResult_t hccl_wait(hcclComm_t comm, hccl_cond_fn cond, void *arg, const char
       atomic_fetch_sub(&me->sleeping, 1);
       return hcclSuccess;
     }
-    futex_wait(&me->wake, v, 20 * 1000000);   /* 20 ms slices bound the reaction to death and timeouts */
+    futex_wait(&me->wake, v, HCCL_FUTEX_SLICE_NS);   /* slices bound the reaction to death and timeouts */
     atomic_fetch_sub(&me->sleeping, 1);
     if (cond(comm, arg)) return hcclSuccess;
   }

@@ -10,30 +10,9 @@
 
 #include "graph/fusion.h"
 #include "hpu/hpu.h"
+#include "test_nodes.h"
 
 enum { R = 37, N = 300 }; /* rows that do not divide the blocks */
-
-static hpu_tensor_t tensor(void *data, hpu_dtype_t dt, int ndim, int64_t a, int64_t b) {
-  hpu_tensor_t t;
-  int64_t sizes[2] = {a, b};
-  CU_ASSERT_EQUAL_FATAL(hpu_tensor_init_contiguous(&t, data, dt, ndim, ndim == 1 ? &b : sizes), 0);
-  return t;
-}
-
-static hpu_node_t binary(hpu_op_t op, hpu_tensor_t out, hpu_tensor_t a, const hpu_tensor_t *b, double other) {
-  hpu_node_t n;
-  memset(&n, 0, sizeof n);
-  n.op = op;
-  n.compute_dtype = out.dtype;
-  n.num_outputs = 1;
-  n.outputs[0] = out;
-  n.inputs[0] = a;
-  n.num_inputs = b ? 2 : 1;
-  if (b) n.inputs[1] = *b;
-  n.params.binary.alpha = hpu_scalar_int(1);
-  n.params.binary.other = hpu_scalar_float(other);
-  return n;
-}
 
 /* Reduction of in [R, N] over dim 1 into out (and out1) [R, 1], keepdim
  * form with stride 0 in the reduced dim as the shim makes it. */
@@ -46,7 +25,7 @@ static hpu_node_t reduce(hpu_reduce_kind_t kind, hpu_tensor_t in, void *out, voi
   n.num_outputs = out1 ? 2 : 1;
   void *outs[2] = {out, out1};
   for (int k = 0; k < n.num_outputs; k++) {
-    n.outputs[k] = tensor(outs[k], in.dtype, 2, R, 1);
+    n.outputs[k] = T2(outs[k], in.dtype, R, 1);
     n.outputs[k].strides[1] = 0;
   }
   n.compute_dtype = in.dtype;
@@ -62,14 +41,14 @@ typedef struct {
 
 /* Group 0: (x * 0.125 + mask[N]).sum(-1); group 1: var_mean((x * x - mask) , -1). */
 static int build(hpu_node_t *nodes, const bufs_t *b, hpu_dtype_t dt) {
-  hpu_tensor_t x = tensor(b->x, dt, 2, R, N), mask = tensor(b->mask, dt, 1, 1, N);
-  hpu_tensor_t t0 = tensor(b->t[0], dt, 2, R, N), t1 = tensor(b->t[1], dt, 2, R, N);
-  hpu_tensor_t t2 = tensor(b->t[2], dt, 2, R, N), t3 = tensor(b->t[3], dt, 2, R, N);
-  nodes[0] = binary(HPU_OP_MUL, t0, x, NULL, 0.125);
-  nodes[1] = binary(HPU_OP_ADD, t1, t0, &mask, 0);
+  hpu_tensor_t x = T2(b->x, dt, R, N), mask = T1(b->mask, dt, N);
+  hpu_tensor_t t0 = T2(b->t[0], dt, R, N), t1 = T2(b->t[1], dt, R, N);
+  hpu_tensor_t t2 = T2(b->t[2], dt, R, N), t3 = T2(b->t[3], dt, R, N);
+  nodes[0] = arith_node(HPU_OP_MUL, t0, x, NULL, 0.125);
+  nodes[1] = arith_node(HPU_OP_ADD, t1, t0, &mask, 0);
   nodes[2] = reduce(HPU_REDUCE_SUM, t1, b->sum, NULL);
-  nodes[3] = binary(HPU_OP_MUL, t2, x, &x, 0);
-  nodes[4] = binary(HPU_OP_SUB, t3, t2, &mask, 0);
+  nodes[3] = arith_node(HPU_OP_MUL, t2, x, &x, 0);
+  nodes[4] = arith_node(HPU_OP_SUB, t3, t2, &mask, 0);
   nodes[5] = reduce(HPU_REDUCE_VAR, t3, b->var, b->mean);
   for (int i = 0; i < 6; i++) CU_ASSERT_EQUAL(hpu_node_validate(&nodes[i]), HPU_SUCCESS);
   return 6;
@@ -165,12 +144,12 @@ static void test_broadcast_and_row_reductions(void) {
 static void test_broadcast_operand_written_later_splits_the_group(void) {
   float *x = malloc(R * N * sizeof *x), *t0 = malloc(R * N * sizeof *t0);
   for (int i = 0; i < R * N; i++) x[i] = (float)(i % 97);
-  hpu_tensor_t tx = tensor(x, HPU_FLOAT32, 2, R, N), row = tensor(x, HPU_FLOAT32, 2, 1, N);
-  hpu_tensor_t tt = tensor(t0, HPU_FLOAT32, 2, R, N);
+  hpu_tensor_t tx = T2(x, HPU_FLOAT32, R, N), row = T2(x, HPU_FLOAT32, 1, N);
+  hpu_tensor_t tt = T2(t0, HPU_FLOAT32, R, N);
   hpu_node_t nodes[3];
-  nodes[0] = binary(HPU_OP_MUL, tt, tx, NULL, 2.0);
-  nodes[1] = binary(HPU_OP_ADD, tt, tt, &row, 0);  /* reads row 0 of x, broadcast */
-  nodes[2] = binary(HPU_OP_MUL, tx, tx, NULL, 3.0); /* writes x in place */
+  nodes[0] = arith_node(HPU_OP_MUL, tt, tx, NULL, 2.0);
+  nodes[1] = arith_node(HPU_OP_ADD, tt, tt, &row, 0);  /* reads row 0 of x, broadcast */
+  nodes[2] = arith_node(HPU_OP_MUL, tx, tx, NULL, 3.0); /* writes x in place */
   uint8_t dead[3] = {0, 0, 0};
   hpu_plan_t *plan = hpu_plan_build(nodes, 3, dead);
   CU_ASSERT_PTR_NOT_NULL_FATAL(plan);

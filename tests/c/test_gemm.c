@@ -11,20 +11,9 @@
 #include <string.h>
 
 #include "hpu/hpu.h"
+#include "test_nodes.h"
 #include "kernels/gemm.h"
 #include "kernels/kernels.h"
-
-static hpu_tensor_t T(void *data, hpu_dtype_t dt, int ndim, const int64_t *sizes) {
-  hpu_tensor_t t;
-  CU_ASSERT_EQUAL_FATAL(hpu_tensor_init_contiguous(&t, data, dt, ndim, sizes), 0);
-  return t;
-}
-
-static hpu_status_t run(const hpu_node_t *n) {
-  hpu_status_t st = hpu_node_validate(n);
-  if (st != HPU_SUCCESS) return st;
-  return hpu_node_execute(n);
-}
 
 static void setf(void *base, hpu_dtype_t dt, int64_t i, float v) {
   if (dt == HPU_FLOAT32) ((float *)base)[i] = v;

@@ -10,36 +10,12 @@
 #include <string.h>
 
 #include "hpu/hpu.h"
-
-static hpu_tensor_t T1(void *data, hpu_dtype_t dt, int64_t n) {
-  hpu_tensor_t t;
-  CU_ASSERT_EQUAL_FATAL(hpu_tensor_init_contiguous(&t, data, dt, 1, &n), 0);
-  return t;
-}
-
-static hpu_node_t node_of(hpu_op_t op, hpu_dtype_t cdt) {
-  hpu_node_t n;
-  memset(&n, 0, sizeof n);
-  n.op = op;
-  n.compute_dtype = cdt;
-  n.num_outputs = 1;
-  n.params.binary.alpha = hpu_scalar_int(1);
-  return n;
-}
+#include "test_nodes.h"
 
 static hpu_node_t fill_node(hpu_tensor_t out, double v) {
   hpu_node_t n = node_of(HPU_OP_FILL, out.dtype);
   n.outputs[0] = out;
   n.params.fill.value = hpu_scalar_float(v);
-  return n;
-}
-
-static hpu_node_t binary(hpu_op_t op, hpu_tensor_t out, hpu_tensor_t a, hpu_tensor_t b) {
-  hpu_node_t n = node_of(op, out.dtype);
-  n.num_inputs = 2;
-  n.inputs[0] = a;
-  n.inputs[1] = b;
-  n.outputs[0] = out;
   return n;
 }
 
@@ -75,13 +51,13 @@ static void test_graph_launch_in_order(void) {
   CU_ASSERT_EQUAL(hpu_graph_append(g, &n), HPU_SUCCESS);
   n = fill_node(tb, 2.0);
   CU_ASSERT_EQUAL(hpu_graph_append(g, &n), HPU_SUCCESS);
-  n = binary(HPU_OP_ADD, tc, ta, tb); /* c = 3.5 */
+  n = binary_node(HPU_OP_ADD, tc.dtype, tc, ta, tb); /* c = 3.5 */
   CU_ASSERT_EQUAL(hpu_graph_append(g, &n), HPU_SUCCESS);
-  n = binary(HPU_OP_MUL, tc, tc, tb); /* c = 7 (in place) */
+  n = binary_node(HPU_OP_MUL, tc.dtype, tc, tc, tb); /* c = 7 (in place) */
   CU_ASSERT_EQUAL(hpu_graph_append(g, &n), HPU_SUCCESS);
   CU_ASSERT_EQUAL(hpu_graph_launch(g, s), HPU_SUCCESS); /* g is owned by the stream now */
   /* eager launches queue behind the graph */
-  n = binary(HPU_OP_SUB, tc, tc, ta); /* 5.5 */
+  n = binary_node(HPU_OP_SUB, tc.dtype, tc, tc, ta); /* 5.5 */
   CU_ASSERT_EQUAL(hpu_launch(s, &n), HPU_SUCCESS);
   n = node_of(HPU_OP_RELU, HPU_FLOAT32);
   n.num_inputs = 1;
@@ -93,7 +69,7 @@ static void test_graph_launch_in_order(void) {
   for (int i = 0; i < N; i++) bad += c[i] != 5.5f || a[i] != 5.5f;
   CU_ASSERT_EQUAL(bad, 0);
   /* an invalid eager node fails at once, nothing is queued */
-  n = binary(HPU_OP_ADD, tc, ta, T1(b, HPU_FLOAT32, 7));
+  n = binary_node(HPU_OP_ADD, tc.dtype, tc, ta, T1(b, HPU_FLOAT32, 7));
   CU_ASSERT_EQUAL(hpu_launch(s, &n), HPU_ERROR_INVALID_ARGUMENT);
   CU_ASSERT_PTR_NOT_NULL(strstr(hpu_last_error(), "does not broadcast"));
   CU_ASSERT_EQUAL(hpu_stream_synchronize(s), HPU_SUCCESS);
@@ -144,7 +120,7 @@ static void test_tiny_ops_keep_stream_order(void) {
   CU_ASSERT_EQUAL(hpu_stream_enqueue(s, wait_for_gate, NULL, NULL), HPU_SUCCESS);
   n = fill_node(ta, 5);
   CU_ASSERT_EQUAL(hpu_launch(s, &n), HPU_SUCCESS);
-  n = binary(HPU_OP_MUL, ta, ta, ta); /* 25 only after the fill */
+  n = binary_node(HPU_OP_MUL, ta.dtype, ta, ta, ta); /* 25 only after the fill */
   CU_ASSERT_EQUAL(hpu_launch(s, &n), HPU_SUCCESS);
   CU_ASSERT_EQUAL(hpu_stream_query(s), HPU_ERROR_NOT_READY);
   int early = 0;
@@ -190,7 +166,7 @@ static void test_thread_count_independence(void) {
     hpu_tensor_init_contiguous(&tx, x, HPU_FLOAT32, 2, s2);
     hpu_tensor_init_contiguous(&to, t == 1 ? r1 : r2, HPU_FLOAT32, 2, s2);
     tr = T1(row, HPU_FLOAT32, 1024);
-    n = binary(HPU_OP_SUB, to, tx, tr);
+    n = binary_node(HPU_OP_SUB, to.dtype, to, tx, tr);
     n.params.binary.alpha = hpu_scalar_float(0.5);
     CU_ASSERT_EQUAL(hpu_node_validate(&n), HPU_SUCCESS);
     CU_ASSERT_EQUAL(hpu_node_execute(&n), HPU_SUCCESS);

@@ -8,50 +8,11 @@
 #include <string.h>
 
 #include "hpu/hpu.h"
+#include "test_nodes.h"
 #include "kernels/bytes.h"
 #include "kernels/kernels.h"
 
-/* Helpers ------------------------------------------------------------------ */
-
-static hpu_tensor_t T(void *data, hpu_dtype_t dt, int ndim, const int64_t *sizes) {
-  hpu_tensor_t t;
-  CU_ASSERT_EQUAL_FATAL(hpu_tensor_init_contiguous(&t, data, dt, ndim, sizes), 0);
-  return t;
-}
-
-static hpu_tensor_t T1(void *data, hpu_dtype_t dt, int64_t n) { return T(data, dt, 1, &n); }
-
-static hpu_tensor_t T2(void *data, hpu_dtype_t dt, int64_t a, int64_t b) {
-  int64_t s[2] = {a, b};
-  return T(data, dt, 2, s);
-}
-
-static hpu_node_t node_of(hpu_op_t op, hpu_dtype_t cdt) {
-  hpu_node_t n;
-  memset(&n, 0, sizeof n);
-  n.op = op;
-  n.compute_dtype = cdt;
-  n.num_outputs = 1;
-  n.params.binary.alpha = hpu_scalar_int(1);
-  return n;
-}
-
-/* Validate then execute; returns the validation status. */
-static hpu_status_t run(const hpu_node_t *n) {
-  hpu_status_t st = hpu_node_validate(n);
-  if (st != HPU_SUCCESS) return st;
-  return hpu_node_execute(n);
-}
-
-static hpu_node_t binary(hpu_op_t op, hpu_dtype_t cdt, hpu_tensor_t out, hpu_tensor_t a,
-                         hpu_tensor_t b) {
-  hpu_node_t n = node_of(op, cdt);
-  n.num_inputs = 2;
-  n.inputs[0] = a;
-  n.inputs[1] = b;
-  n.outputs[0] = out;
-  return n;
-}
+/* Helpers (the common builders are in test_nodes.h) ------------------------ */
 
 static hpu_node_t copy_node(hpu_tensor_t out, hpu_tensor_t in) {
   hpu_node_t n = node_of(HPU_OP_COPY, out.dtype);
@@ -346,7 +307,7 @@ static void test_add_broadcast_alpha(void) {
     float a[3 * 4], b[4], o[12];
     for (int i = 0; i < 12; i++) a[i] = (float)i;
     for (int j = 0; j < 4; j++) b[j] = 0.5f * (float)j;
-    hpu_node_t n = binary(HPU_OP_ADD, HPU_FLOAT32, T2(o, HPU_FLOAT32, 3, 4), T2(a, HPU_FLOAT32, 3, 4),
+    hpu_node_t n = binary_node(HPU_OP_ADD, HPU_FLOAT32, T2(o, HPU_FLOAT32, 3, 4), T2(a, HPU_FLOAT32, 3, 4),
                           T1(b, HPU_FLOAT32, 4));
     CU_ASSERT_EQUAL(run(&n), HPU_SUCCESS);
     for (int i = 0; i < 12; i++) CU_ASSERT_EQUAL(o[i], a[i] + b[i % 4]);
@@ -358,7 +319,7 @@ static void test_add_broadcast_alpha(void) {
     for (int i = 0; i < 12; i++) CU_ASSERT_EQUAL(o[i], a[i] - 3.0f * b[i % 4]);
     /* column broadcast on the left operand: [3,1] - [3,4] */
     float col[3] = {100, 200, 300};
-    n = binary(HPU_OP_SUB, HPU_FLOAT32, T2(o, HPU_FLOAT32, 3, 4), T2(col, HPU_FLOAT32, 3, 1),
+    n = binary_node(HPU_OP_SUB, HPU_FLOAT32, T2(o, HPU_FLOAT32, 3, 4), T2(col, HPU_FLOAT32, 3, 1),
                T2(a, HPU_FLOAT32, 3, 4));
     CU_ASSERT_EQUAL(run(&n), HPU_SUCCESS);
     for (int i = 0; i < 12; i++) CU_ASSERT_EQUAL(o[i], col[i / 4] - a[i]);
@@ -369,7 +330,7 @@ static void test_add_broadcast_alpha(void) {
       x[i] = 0.1f * (float)i;
       y[i] = 1.0f / (float)(i + 1);
     }
-    n = binary(HPU_OP_ADD, HPU_FLOAT32, T1(z, HPU_FLOAT32, N), T1(x, HPU_FLOAT32, N),
+    n = binary_node(HPU_OP_ADD, HPU_FLOAT32, T1(z, HPU_FLOAT32, N), T1(x, HPU_FLOAT32, N),
                T1(y, HPU_FLOAT32, N));
     n.params.binary.alpha = hpu_scalar_float(0.3);
     CU_ASSERT_EQUAL(run(&n), HPU_SUCCESS);
@@ -384,7 +345,7 @@ static void test_binary_int_and_mixed(void) {
   /* int8 wraps in int8 arithmetic, then widened to an int32 output */
   int8_t a[4] = {100, -100, 7, -128}, b[4] = {100, -100, 3, -1};
   int32_t o[4];
-  hpu_node_t n = binary(HPU_OP_ADD, HPU_INT8, T1(o, HPU_INT32, 4), T1(a, HPU_INT8, 4),
+  hpu_node_t n = binary_node(HPU_OP_ADD, HPU_INT8, T1(o, HPU_INT32, 4), T1(a, HPU_INT8, 4),
                         T1(b, HPU_INT8, 4));
   CU_ASSERT_EQUAL(run(&n), HPU_SUCCESS);
   CU_ASSERT(o[0] == -56 && o[1] == 56 && o[2] == 10 && o[3] == 127);
@@ -403,18 +364,18 @@ static void test_binary_int_and_mixed(void) {
   for (int i = 0; i < 5; i++) CU_ASSERT_EQUAL(y[i], x[i] - 20);
   /* int32 typed path */
   int32_t p[3] = {1, 2, 3}, q[3] = {10, 20, 30}, r[3];
-  n = binary(HPU_OP_MUL, HPU_INT32, T1(r, HPU_INT32, 3), T1(p, HPU_INT32, 3), T1(q, HPU_INT32, 3));
+  n = binary_node(HPU_OP_MUL, HPU_INT32, T1(r, HPU_INT32, 3), T1(p, HPU_INT32, 3), T1(q, HPU_INT32, 3));
   CU_ASSERT_EQUAL(run(&n), HPU_SUCCESS);
   CU_ASSERT(r[0] == 10 && r[1] == 40 && r[2] == 90);
   /* mixed: int32 tensor + float64 tensor, compute float32, output float64 */
   double d[3] = {0.25, 0.5, 0.75}, od[3];
-  n = binary(HPU_OP_ADD, HPU_FLOAT32, T1(od, HPU_FLOAT64, 3), T1(p, HPU_INT32, 3),
+  n = binary_node(HPU_OP_ADD, HPU_FLOAT32, T1(od, HPU_FLOAT64, 3), T1(p, HPU_INT32, 3),
              T1(d, HPU_FLOAT64, 3));
   CU_ASSERT_EQUAL(run(&n), HPU_SUCCESS);
   CU_ASSERT(od[0] == 1.25 && od[1] == 2.5 && od[2] == 3.75);
   /* bool: add = or, mul = and */
   uint8_t b1[4] = {0, 0, 1, 1}, b2[4] = {0, 1, 0, 1}, ob[4];
-  n = binary(HPU_OP_ADD, HPU_BOOL, T1(ob, HPU_BOOL, 4), T1(b1, HPU_BOOL, 4), T1(b2, HPU_BOOL, 4));
+  n = binary_node(HPU_OP_ADD, HPU_BOOL, T1(ob, HPU_BOOL, 4), T1(b1, HPU_BOOL, 4), T1(b2, HPU_BOOL, 4));
   CU_ASSERT_EQUAL(run(&n), HPU_SUCCESS);
   CU_ASSERT(ob[0] == 0 && ob[1] == 1 && ob[2] == 1 && ob[3] == 1);
   n.op = HPU_OP_MUL;
@@ -422,14 +383,14 @@ static void test_binary_int_and_mixed(void) {
   CU_ASSERT(ob[0] == 0 && ob[1] == 0 && ob[2] == 0 && ob[3] == 1);
   /* float64 */
   double da[2] = {1, 2}, db[2] = {3, 4}, dout[2];
-  n = binary(HPU_OP_DIV, HPU_FLOAT64, T1(dout, HPU_FLOAT64, 2), T1(da, HPU_FLOAT64, 2),
+  n = binary_node(HPU_OP_DIV, HPU_FLOAT64, T1(dout, HPU_FLOAT64, 2), T1(da, HPU_FLOAT64, 2),
              T1(db, HPU_FLOAT64, 2));
   CU_ASSERT_EQUAL(run(&n), HPU_SUCCESS);
   CU_ASSERT(dout[0] == 1.0 / 3.0 && dout[1] == 0.5);
   /* integers divided truly: the shim sets a float compute dtype */
   int64_t ia[2] = {7, -7}, ib[2] = {2, 2};
   float fo[2];
-  n = binary(HPU_OP_DIV, HPU_FLOAT32, T1(fo, HPU_FLOAT32, 2), T1(ia, HPU_INT64, 2),
+  n = binary_node(HPU_OP_DIV, HPU_FLOAT32, T1(fo, HPU_FLOAT32, 2), T1(ia, HPU_INT64, 2),
              T1(ib, HPU_INT64, 2));
   CU_ASSERT_EQUAL(run(&n), HPU_SUCCESS);
   CU_ASSERT(fo[0] == 3.5f && fo[1] == -3.5f);
@@ -444,7 +405,7 @@ static void test_bf16_math(void) {
       a[i] = hpu_float_to_bf16(1.0f + 0.013f * (float)i);
       b[i] = hpu_float_to_bf16(0.7f - 0.011f * (float)i);
     }
-    hpu_node_t n = binary(HPU_OP_ADD, HPU_BFLOAT16, T1(o, HPU_BFLOAT16, N), T1(a, HPU_BFLOAT16, N),
+    hpu_node_t n = binary_node(HPU_OP_ADD, HPU_BFLOAT16, T1(o, HPU_BFLOAT16, N), T1(a, HPU_BFLOAT16, N),
                           T1(b, HPU_BFLOAT16, N));
     n.params.binary.alpha = hpu_scalar_float(0.3);
     CU_ASSERT_EQUAL(run(&n), HPU_SUCCESS);
@@ -481,7 +442,7 @@ static void test_bf16_math(void) {
     /* fp16 */
     uint16_t h[N], ho[N];
     for (int i = 0; i < N; i++) h[i] = hpu_float_to_half(0.37f * (float)i - 50.0f);
-    n = binary(HPU_OP_MUL, HPU_FLOAT16, T1(ho, HPU_FLOAT16, N), T1(h, HPU_FLOAT16, N),
+    n = binary_node(HPU_OP_MUL, HPU_FLOAT16, T1(ho, HPU_FLOAT16, N), T1(h, HPU_FLOAT16, N),
                T1(h, HPU_FLOAT16, N));
     CU_ASSERT_EQUAL(run(&n), HPU_SUCCESS);
     bad = 0;
@@ -492,7 +453,7 @@ static void test_bf16_math(void) {
     CU_ASSERT_EQUAL(bad, 0);
     /* bf16 compute with a float32 output: rounded to bf16 first */
     float fo[N];
-    n = binary(HPU_OP_ADD, HPU_BFLOAT16, T1(fo, HPU_FLOAT32, N), T1(a, HPU_BFLOAT16, N),
+    n = binary_node(HPU_OP_ADD, HPU_BFLOAT16, T1(fo, HPU_FLOAT32, N), T1(a, HPU_BFLOAT16, N),
                T1(b, HPU_BFLOAT16, N));
     CU_ASSERT_EQUAL(run(&n), HPU_SUCCESS);
     bad = 0;
@@ -504,7 +465,7 @@ static void test_bf16_math(void) {
 
 static void test_div_rounding(void) {
   float a[6] = {7, -7, 7, -7, 0.0f, -0.0f}, b[6] = {2, 2, -2, -2, -3, 3}, o[6];
-  hpu_node_t n = binary(HPU_OP_DIV, HPU_FLOAT32, T1(o, HPU_FLOAT32, 6), T1(a, HPU_FLOAT32, 6),
+  hpu_node_t n = binary_node(HPU_OP_DIV, HPU_FLOAT32, T1(o, HPU_FLOAT32, 6), T1(a, HPU_FLOAT32, 6),
                         T1(b, HPU_FLOAT32, 6));
   n.params.binary.rounding = HPU_ROUND_FLOOR;
   CU_ASSERT_EQUAL(run(&n), HPU_SUCCESS);
@@ -515,14 +476,14 @@ static void test_div_rounding(void) {
   CU_ASSERT(o[0] == 3 && o[1] == -3 && o[2] == -3 && o[3] == 3);
   /* float division by zero gives IEEE results */
   float z[2] = {1, -1}, zero[1] = {0}, oz[2];
-  n = binary(HPU_OP_DIV, HPU_FLOAT32, T1(oz, HPU_FLOAT32, 2), T1(z, HPU_FLOAT32, 2),
+  n = binary_node(HPU_OP_DIV, HPU_FLOAT32, T1(oz, HPU_FLOAT32, 2), T1(z, HPU_FLOAT32, 2),
              T1(zero, HPU_FLOAT32, 1));
   n.params.binary.rounding = HPU_ROUND_FLOOR;
   CU_ASSERT_EQUAL(run(&n), HPU_SUCCESS);
   CU_ASSERT(isinf(oz[0]) && oz[0] > 0 && isinf(oz[1]) && oz[1] < 0);
 
   int64_t ia[6] = {7, -7, 7, -7, 5, INT64_MIN}, ib[6] = {2, 2, -2, -2, 3, -1}, io[6];
-  n = binary(HPU_OP_DIV, HPU_INT64, T1(io, HPU_INT64, 6), T1(ia, HPU_INT64, 6),
+  n = binary_node(HPU_OP_DIV, HPU_INT64, T1(io, HPU_INT64, 6), T1(ia, HPU_INT64, 6),
              T1(ib, HPU_INT64, 6));
   n.params.binary.rounding = HPU_ROUND_FLOOR;
   CU_ASSERT_EQUAL(run(&n), HPU_SUCCESS);
@@ -536,18 +497,18 @@ static void test_div_rounding(void) {
   const hpu_rounding_t modes[2] = {HPU_ROUND_FLOOR, HPU_ROUND_TRUNC};
   for (int m = 0; m < 2; m++) {
     ib[4] = 0;
-    n = binary(HPU_OP_DIV, HPU_INT64, T1(io, HPU_INT64, 6), T1(ia, HPU_INT64, 6),
+    n = binary_node(HPU_OP_DIV, HPU_INT64, T1(io, HPU_INT64, 6), T1(ia, HPU_INT64, 6),
                T1(ib, HPU_INT64, 6));
     n.params.binary.rounding = modes[m];
     CU_ASSERT_EQUAL(run(&n), HPU_ERROR_INVALID_ARGUMENT);
     CU_ASSERT_STRING_EQUAL(hpu_last_error(), "ZeroDivisionError");
     int32_t a32[3] = {1, 2, 3}, b32[3] = {1, 0, 1}, o32[3];
-    n = binary(HPU_OP_DIV, HPU_INT32, T1(o32, HPU_INT32, 3), T1(a32, HPU_INT32, 3),
+    n = binary_node(HPU_OP_DIV, HPU_INT32, T1(o32, HPU_INT32, 3), T1(a32, HPU_INT32, 3),
                T1(b32, HPU_INT32, 3));
     n.params.binary.rounding = modes[m];
     CU_ASSERT_EQUAL(run(&n), HPU_ERROR_INVALID_ARGUMENT);
     int16_t a16[3] = {1, 2, 3}, b16[3] = {1, 1, 0}, o16[3];
-    n = binary(HPU_OP_DIV, HPU_INT16, T1(o16, HPU_INT16, 3), T1(a16, HPU_INT16, 3),
+    n = binary_node(HPU_OP_DIV, HPU_INT16, T1(o16, HPU_INT16, 3), T1(a16, HPU_INT16, 3),
                T1(b16, HPU_INT16, 3));
     n.params.binary.rounding = modes[m];
     CU_ASSERT_EQUAL(run(&n), HPU_ERROR_INVALID_ARGUMENT);
@@ -580,12 +541,12 @@ static void test_inplace_zero_size_scalar(void) {
     a[i] = (float)i;
     b[i] = 1.5f;
   }
-  hpu_node_t n = binary(HPU_OP_MUL, HPU_FLOAT32, T1(a, HPU_FLOAT32, N), T1(a, HPU_FLOAT32, N),
+  hpu_node_t n = binary_node(HPU_OP_MUL, HPU_FLOAT32, T1(a, HPU_FLOAT32, N), T1(a, HPU_FLOAT32, N),
                         T1(b, HPU_FLOAT32, N));
   CU_ASSERT_EQUAL(run(&n), HPU_SUCCESS);
   for (int i = 0; i < N; i++) CU_ASSERT_EQUAL(a[i], 1.5f * (float)i);
   /* x.add_(x) */
-  n = binary(HPU_OP_ADD, HPU_FLOAT32, T1(b, HPU_FLOAT32, N), T1(b, HPU_FLOAT32, N),
+  n = binary_node(HPU_OP_ADD, HPU_FLOAT32, T1(b, HPU_FLOAT32, N), T1(b, HPU_FLOAT32, N),
              T1(b, HPU_FLOAT32, N));
   CU_ASSERT_EQUAL(run(&n), HPU_SUCCESS);
   CU_ASSERT_EQUAL(b[N - 1], 3.0f);
@@ -604,19 +565,19 @@ static void test_inplace_zero_size_scalar(void) {
   /* zero-size */
   int64_t zs[2] = {0, 3};
   hpu_tensor_t z = T(NULL, HPU_FLOAT32, 2, zs);
-  n = binary(HPU_OP_ADD, HPU_FLOAT32, z, z, T1(b, HPU_FLOAT32, 3));
+  n = binary_node(HPU_OP_ADD, HPU_FLOAT32, z, z, T1(b, HPU_FLOAT32, 3));
   CU_ASSERT_EQUAL(run(&n), HPU_SUCCESS);
   n = copy_node(z, z);
   CU_ASSERT_EQUAL(run(&n), HPU_SUCCESS);
   /* 0-dim */
   double s0 = 2.0, s1 = 5.0, so;
-  n = binary(HPU_OP_SUB, HPU_FLOAT64, T(&so, HPU_FLOAT64, 0, NULL), T(&s0, HPU_FLOAT64, 0, NULL),
+  n = binary_node(HPU_OP_SUB, HPU_FLOAT64, T(&so, HPU_FLOAT64, 0, NULL), T(&s0, HPU_FLOAT64, 0, NULL),
              T(&s1, HPU_FLOAT64, 0, NULL));
   CU_ASSERT_EQUAL(run(&n), HPU_SUCCESS);
   CU_ASSERT_EQUAL(so, -3.0);
   /* 0-dim input broadcast to [2, 3] */
   double o6[6];
-  n = binary(HPU_OP_MUL, HPU_FLOAT64, T2(o6, HPU_FLOAT64, 2, 3), T(&s1, HPU_FLOAT64, 0, NULL),
+  n = binary_node(HPU_OP_MUL, HPU_FLOAT64, T2(o6, HPU_FLOAT64, 2, 3), T(&s1, HPU_FLOAT64, 0, NULL),
              T(&s0, HPU_FLOAT64, 0, NULL));
   CU_ASSERT_EQUAL(run(&n), HPU_SUCCESS);
   for (int i = 0; i < 6; i++) CU_ASSERT_EQUAL(o6[i], 10.0);
@@ -652,7 +613,7 @@ static void test_large_strided(void) {
     hpu_tensor_t at = T2(a, HPU_FLOAT32, C, R);
     at.strides[0] = 1;
     at.strides[1] = C;
-    hpu_node_t n = binary(HPU_OP_ADD, HPU_FLOAT32, T2(o, HPU_FLOAT32, C, R), at,
+    hpu_node_t n = binary_node(HPU_OP_ADD, HPU_FLOAT32, T2(o, HPU_FLOAT32, C, R), at,
                           T2(b, HPU_FLOAT32, C, 1));
     CU_ASSERT_EQUAL(run(&n), HPU_SUCCESS);
     int bad = 0;
@@ -990,7 +951,7 @@ static void expect_error(const hpu_node_t *n, hpu_status_t st, const char *needl
 
 static void test_validation(void) {
   float a[20], b[20], o[20];
-  hpu_node_t n = binary(HPU_OP_ADD, HPU_FLOAT32, T2(o, HPU_FLOAT32, 2, 5), T2(a, HPU_FLOAT32, 3, 4),
+  hpu_node_t n = binary_node(HPU_OP_ADD, HPU_FLOAT32, T2(o, HPU_FLOAT32, 2, 5), T2(a, HPU_FLOAT32, 3, 4),
                         T2(b, HPU_FLOAT32, 2, 5));
   n.inputs[0] = T2(a, HPU_FLOAT32, 2, 5);
   n.inputs[1] = T2(b, HPU_FLOAT32, 3, 4);
@@ -1042,7 +1003,7 @@ static void test_validation(void) {
   expect_error(&bad, HPU_ERROR_INVALID_ARGUMENT, "partially overlap");
   /* dtype rules */
   int64_t ia[4];
-  bad = binary(HPU_OP_DIV, HPU_INT64, T1(ia, HPU_INT64, 4), T1(ia, HPU_INT64, 4),
+  bad = binary_node(HPU_OP_DIV, HPU_INT64, T1(ia, HPU_INT64, 4), T1(ia, HPU_INT64, 4),
                T1(ia, HPU_INT64, 4));
   expect_error(&bad, HPU_ERROR_UNSUPPORTED, "true division needs a floating compute dtype");
   bad.op = HPU_OP_SUB;

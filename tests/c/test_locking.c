@@ -20,37 +20,30 @@
 
 #include "hpu/hpu.h"
 #include "runtime/lock.h"
+#include "test_nodes.h"
 
 #define MiB ((size_t)1 << 20)
 
 static hpu_stream_t stream0 = {0, 0};
 
-static hpu_tensor_t vec(void *p, int64_t n) {
-  hpu_tensor_t t;
-  CU_ASSERT_EQUAL_FATAL(hpu_tensor_init_contiguous(&t, p, HPU_FLOAT32, 1, &n), 0);
-  return t;
-}
+static hpu_tensor_t vec(void *p, int64_t n) { return T1(p, HPU_FLOAT32, n); }
 
-static hpu_node_t node_of(hpu_op_t op, hpu_tensor_t out) {
-  hpu_node_t n;
-  memset(&n, 0, sizeof n);
-  n.op = op;
-  n.compute_dtype = HPU_FLOAT32;
-  n.num_outputs = 1;
+/* A float node of op writing out; the caller adds its inputs. */
+static hpu_node_t node_of_out(hpu_op_t op, hpu_tensor_t out) {
+  hpu_node_t n = node_of(op, HPU_FLOAT32);
   n.outputs[0] = out;
-  n.params.binary.alpha = hpu_scalar_int(1);
   return n;
 }
 
 static hpu_status_t fill(float *p, int64_t n, double v) {
-  hpu_node_t f = node_of(HPU_OP_FILL, vec(p, n));
+  hpu_node_t f = node_of_out(HPU_OP_FILL, vec(p, n));
   f.params.fill.value = hpu_scalar_float(v);
   return hpu_submit(stream0, &f);
 }
 
 /* out = a op a (op ADD or MUL): a fusible elementwise node. */
 static hpu_status_t self_op(hpu_op_t op, float *out, float *a, int64_t n) {
-  hpu_node_t b = node_of(op, vec(out, n));
+  hpu_node_t b = node_of_out(op, vec(out, n));
   b.num_inputs = 2;
   b.inputs[0] = vec(a, n);
   b.inputs[1] = vec(a, n);
@@ -107,7 +100,7 @@ static void empty_cache_with_pending_graph_body(void) {
   void *spare;
   CU_ASSERT_EQUAL_FATAL(hpu_malloc(0, 4 * MiB, &spare), HPU_SUCCESS);
   CU_ASSERT_EQUAL(hpu_free(0, spare), HPU_SUCCESS);
-  hpu_node_t add = node_of(HPU_OP_ADD, vec(y, n));
+  hpu_node_t add = node_of_out(HPU_OP_ADD, vec(y, n));
   add.num_inputs = 2;
   add.inputs[0] = vec(t, n);
   add.inputs[1] = vec(x, n);

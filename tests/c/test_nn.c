@@ -8,19 +8,9 @@
 #include <string.h>
 
 #include "hpu/hpu.h"
+#include "test_nodes.h"
 #include "kernels/cvt.h"
 #include "kernels/kernels.h"
-
-static hpu_tensor_t T(void *data, hpu_dtype_t dt, int ndim, const int64_t *sizes) {
-  hpu_tensor_t t;
-  CU_ASSERT_EQUAL_FATAL(hpu_tensor_init_contiguous(&t, data, dt, ndim, sizes), 0);
-  return t;
-}
-static hpu_tensor_t T1(void *d, hpu_dtype_t dt, int64_t n) { return T(d, dt, 1, &n); }
-static hpu_tensor_t T2(void *d, hpu_dtype_t dt, int64_t a, int64_t b) {
-  int64_t s[2] = {a, b};
-  return T(d, dt, 2, s);
-}
 
 static hpu_node_t node(hpu_op_t op) {
   hpu_node_t n;
@@ -28,12 +18,6 @@ static hpu_node_t node(hpu_op_t op) {
   n.op = op;
   n.compute_dtype = HPU_FLOAT32;
   return n;
-}
-
-static hpu_status_t run(const hpu_node_t *n) {
-  hpu_status_t st = hpu_node_validate(n);
-  if (st != HPU_SUCCESS) return st;
-  return hpu_node_execute(n);
 }
 
 static const hpu_isa_t isas[] = {HPU_ISA_GENERIC, HPU_ISA_AVX2, HPU_ISA_AVX512};

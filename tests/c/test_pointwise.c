@@ -9,22 +9,10 @@
 #include <string.h>
 
 #include "hpu/hpu.h"
+#include "test_nodes.h"
 #include "kernels/kernels.h"
 
 static const hpu_isa_t all_isas[] = {HPU_ISA_GENERIC, HPU_ISA_AVX2, HPU_ISA_AVX512};
-
-static hpu_tensor_t T1(void *data, hpu_dtype_t dt, int64_t n) {
-  hpu_tensor_t t;
-  CU_ASSERT_EQUAL_FATAL(hpu_tensor_init_contiguous(&t, data, dt, 1, &n), 0);
-  return t;
-}
-
-static hpu_tensor_t T2(void *data, hpu_dtype_t dt, int64_t a, int64_t b) {
-  hpu_tensor_t t;
-  int64_t s[2] = {a, b};
-  CU_ASSERT_EQUAL_FATAL(hpu_tensor_init_contiguous(&t, data, dt, 2, s), 0);
-  return t;
-}
 
 static hpu_node_t pw_node(hpu_op_t op, hpu_dtype_t cdt, hpu_tensor_t out) {
   hpu_node_t n;
@@ -41,12 +29,6 @@ static void add_in(hpu_node_t *n, hpu_tensor_t t) { n->inputs[n->num_inputs++] =
 static void scalar_operand(hpu_node_t *n, int k, hpu_scalar_t s) {
   n->params.pointwise.scalar_operands |= 1u << k;
   n->params.pointwise.operand[k] = s;
-}
-
-static hpu_status_t run(const hpu_node_t *n) {
-  hpu_status_t st = hpu_node_validate(n);
-  if (st != HPU_SUCCESS) return st;
-  return hpu_node_execute(n);
 }
 
 static void expect_error(const hpu_node_t *n, hpu_status_t code, const char *needle) {

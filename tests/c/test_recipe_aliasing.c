@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "hpu/hpu.h"
+#include "test_nodes.h"
 
 enum { N = 1 << 20 };
 
@@ -24,23 +25,9 @@ static hpu_tensor_t view(void *storage, int64_t offset_elems) {
   return t;
 }
 
-static hpu_node_t scalar_op(hpu_op_t op, hpu_tensor_t out, hpu_tensor_t in, double other) {
-  hpu_node_t n;
-  memset(&n, 0, sizeof n);
-  n.op = op;
-  n.compute_dtype = HPU_FLOAT32;
-  n.num_inputs = 1;
-  n.num_outputs = 1;
-  n.inputs[0] = in;
-  n.outputs[0] = out;
-  n.params.binary.alpha = hpu_scalar_int(1);
-  n.params.binary.other = hpu_scalar_float(other);
-  return n;
-}
-
 /* Records and runs y = (x + 1) * 2 through the temporary t. */
-static void run(hpu_tensor_t x, hpu_tensor_t t, hpu_tensor_t y) {
-  hpu_node_t a = scalar_op(HPU_OP_ADD, t, x, 1), m = scalar_op(HPU_OP_MUL, y, t, 2);
+static void run_pair(hpu_tensor_t x, hpu_tensor_t t, hpu_tensor_t y) {
+  hpu_node_t a = arith_node(HPU_OP_ADD, t, x, NULL, 1), m = arith_node(HPU_OP_MUL, y, t, NULL, 2);
   CU_ASSERT_EQUAL(hpu_submit(stream0, &a), HPU_SUCCESS);
   CU_ASSERT_EQUAL(hpu_submit(stream0, &m), HPU_SUCCESS);
   CU_ASSERT_EQUAL(hpu_lazy_mark_step(0), HPU_SUCCESS); /* a step: the next is compared with it */
@@ -56,14 +43,14 @@ static void test_shifted_output_does_not_reuse_plan(void) {
   for (int i = 0; i <= N; i++) x[i] = (float)(i % 1000);
 
   int64_t fused0 = hpu_metric_get("fused_nodes");
-  run(view(x, 0), view(t, 0), view(y, 0)); /* separate output: compiled, fused */
+  run_pair(view(x, 0), view(t, 0), view(y, 0)); /* separate output: compiled, fused */
   CU_ASSERT(hpu_metric_get("fused_nodes") > fused0);
   int ok = 1;
   for (int i = 0; i < N && ok; i++) ok = y[i] == ((float)(i % 1000) + 1) * 2;
   CU_ASSERT(ok);
 
   int64_t compiles = hpu_metric_get("graph_compilation");
-  run(view(x, 0), view(t, 0), view(x, 1)); /* same shapes, output overlaps the input */
+  run_pair(view(x, 0), view(t, 0), view(x, 1)); /* same shapes, output overlaps the input */
   CU_ASSERT_EQUAL(hpu_metric_get("graph_compilation"), compiles + 1);
   ok = 1;
   for (int i = 0; i < N && ok; i++) ok = x[i + 1] == ((float)(i % 1000) + 1) * 2;

@@ -21,34 +21,13 @@
 #include "graph/recipe_disk.h"
 #include "graph/signature.h"
 #include "hpu/hpu.h"
+#include "test_nodes.h"
 
 enum { R = 37, N = 300, NODES = 6 };
 
 static char base[64], dir[128], file[256], log_path[160];
 
 /* ---- the graph ---- */
-
-static hpu_tensor_t tensor(void *data, int ndim, int64_t a, int64_t b) {
-  hpu_tensor_t t;
-  int64_t sizes[2] = {a, b};
-  hpu_tensor_init_contiguous(&t, data, HPU_FLOAT32, ndim, ndim == 1 ? &b : sizes);
-  return t;
-}
-
-static hpu_node_t binary(hpu_op_t op, hpu_tensor_t out, hpu_tensor_t a, const hpu_tensor_t *b, double other) {
-  hpu_node_t n;
-  memset(&n, 0, sizeof n);
-  n.op = op;
-  n.compute_dtype = HPU_FLOAT32;
-  n.num_outputs = 1;
-  n.outputs[0] = out;
-  n.inputs[0] = a;
-  n.num_inputs = b ? 2 : 1;
-  if (b) n.inputs[1] = *b;
-  n.params.binary.alpha = hpu_scalar_int(1);
-  n.params.binary.other = hpu_scalar_float(other);
-  return n;
-}
 
 typedef struct {
   float x[R * N], mask[N], t[5][R * N], sum[R];
@@ -57,25 +36,25 @@ typedef struct {
 /* Group 0: (x * 0.125 + mask).sum(-1); node 3: x // 3 (floor division does
  * not fuse); group 1: x * x - mask. */
 static void build(hpu_node_t *nodes, bufs_t *b) {
-  hpu_tensor_t x = tensor(b->x, 2, R, N), mask = tensor(b->mask, 1, 1, N), t[5];
-  for (int k = 0; k < 5; k++) t[k] = tensor(b->t[k], 2, R, N);
-  nodes[0] = binary(HPU_OP_MUL, t[0], x, NULL, 0.125);
-  nodes[1] = binary(HPU_OP_ADD, t[1], t[0], &mask, 0);
+  hpu_tensor_t x = T2(b->x, HPU_FLOAT32, R, N), mask = T1(b->mask, HPU_FLOAT32, N), t[5];
+  for (int k = 0; k < 5; k++) t[k] = T2(b->t[k], HPU_FLOAT32, R, N);
+  nodes[0] = arith_node(HPU_OP_MUL, t[0], x, NULL, 0.125);
+  nodes[1] = arith_node(HPU_OP_ADD, t[1], t[0], &mask, 0);
   hpu_node_t *r = &nodes[2];
   memset(r, 0, sizeof *r);
   r->op = HPU_OP_REDUCE;
   r->num_inputs = 1;
   r->inputs[0] = t[1];
   r->num_outputs = 1;
-  r->outputs[0] = tensor(b->sum, 2, R, 1);
+  r->outputs[0] = T2(b->sum, HPU_FLOAT32, R, 1);
   r->outputs[0].strides[1] = 0;
   r->compute_dtype = HPU_FLOAT32;
   r->params.nn.i[0] = HPU_REDUCE_SUM;
   r->params.nn.i[1] = 2;
-  nodes[3] = binary(HPU_OP_DIV, t[2], x, NULL, 3.0);
+  nodes[3] = arith_node(HPU_OP_DIV, t[2], x, NULL, 3.0);
   nodes[3].params.binary.rounding = HPU_ROUND_FLOOR;
-  nodes[4] = binary(HPU_OP_MUL, t[3], x, &x, 0);
-  nodes[5] = binary(HPU_OP_SUB, t[4], t[3], &mask, 0);
+  nodes[4] = arith_node(HPU_OP_MUL, t[3], x, &x, 0);
+  nodes[5] = arith_node(HPU_OP_SUB, t[4], t[3], &mask, 0);
   for (int i = 0; i < NODES; i++) CU_ASSERT_EQUAL(hpu_node_validate(&nodes[i]), HPU_SUCCESS);
 }
 

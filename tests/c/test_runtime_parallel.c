@@ -14,6 +14,7 @@
 
 #include "hpu/hpu.h"
 #include "runtime/runtime.h" /* hpu_queue_current_device */
+#include "runtime/schedule_policy.h" /* HPU_PARALLEL_SPLIT */
 
 typedef struct {
   int *hits;

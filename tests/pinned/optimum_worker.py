@@ -12,6 +12,10 @@ import sys
 
 import torch
 
+# The data set test_transformers_trainer.py trains on too (only torch).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from seeded_data import parity_dataset  # noqa: E402
+
 LAZY = os.environ.get("PT_HPU_LAZY_MODE", "1") != "0"
 
 
@@ -32,23 +36,6 @@ def probe():
     except Exception as e:  # noqa: BLE001  (the report names whatever stopped it)
         out["adapt_import_error"] = f"{type(e).__name__}: {e}"
     print("RESULT " + json.dumps(out))
-
-
-def _dataset(n, seed, seq=16, vocab=100):
-    class Data(torch.utils.data.Dataset):
-        def __init__(self):
-            g = torch.Generator().manual_seed(seed)
-            self.ids = torch.randint(5, vocab, (n, seq), generator=g)
-            self.labels = self.ids[:, 1] % 2  # learnable: the parity of the second token
-
-        def __len__(self):
-            return n
-
-        def __getitem__(self, i):
-            return {"input_ids": self.ids[i], "attention_mask": torch.ones(16, dtype=torch.long),
-                    "labels": self.labels[i]}
-
-    return Data()
 
 
 # Mixed-precision op lists handed to GaudiConfig (it writes them to files and
@@ -87,7 +74,7 @@ def train(device, precision, out_dir):
                         intermediate_size=64, max_position_embeddings=32, num_labels=2,
                         hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     model = BertForSequenceClassification(config)
-    trainer = make(model=model, args=args, train_dataset=_dataset(64, 1), eval_dataset=_dataset(32, 2))
+    trainer = make(model=model, args=args, train_dataset=parity_dataset(64, 1), eval_dataset=parity_dataset(32, 2))
     out = trainer.train()
     metrics = trainer.evaluate()
     logs = [h for h in trainer.state.log_history if "loss" in h]

@@ -1,3 +1,4 @@
+import json
 import os
 import subprocess
 import sys
@@ -23,6 +24,28 @@ def run_python(code, env=None, timeout=120):
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=full_env,
                           capture_output=True, text=True, timeout=timeout)
+
+
+def card_child_env():
+    """The environment for a child process whose cards hl-smi or the
+    exporter reads: this run's card selection (HABANA_VISIBLE_*,
+    HPU_NUM_CARDS) and HPU_STATUS_PAGE are dropped, so the child has the
+    defaults. The child imports what this process imports (an installed
+    package, or a source tree with its extension built in place)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    for name in ("HABANA_VISIBLE_DEVICES", "HABANA_VISIBLE_MODULES", "HPU_NUM_CARDS", "HPU_STATUS_PAGE"):
+        env.pop(name, None)
+    return env
+
+
+def run_python_json(*parts, env=None):
+    """Runs the parts (each dedented, then joined) as run_python does,
+    requires a clean exit and returns the last line the child printed,
+    parsed as JSON: how a child reports what it saw."""
+    out = run_python("".join(textwrap.dedent(p) for p in parts), env=env)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def assert_close_to_cpu(hpu_result, cpu_result, **kw):

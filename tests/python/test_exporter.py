@@ -11,6 +11,7 @@ import time
 import urllib.request
 
 import pytest
+from conftest import card_child_env
 
 pytest.importorskip("prometheus_client")
 
@@ -36,16 +37,6 @@ TRAIN = textwrap.dedent("""
             print("ready", flush=True)
             first = False
 """)
-
-
-def _env():
-    env = dict(os.environ)
-    # The children import what this process imports (an installed package,
-    # or a source tree with its extension built in place).
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-    for name in ("HABANA_VISIBLE_DEVICES", "HABANA_VISIBLE_MODULES", "HPU_NUM_CARDS", "HPU_STATUS_PAGE"):
-        env.pop(name, None)
-    return env
 
 
 def _free_port():
@@ -77,10 +68,10 @@ def _value(text, name, **labels):
 
 
 def test_scrape_while_training():
-    child = subprocess.Popen([sys.executable, "-c", TRAIN], env=_env(), stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen([sys.executable, "-c", TRAIN], env=card_child_env(), stdout=subprocess.PIPE, text=True)
     port = _free_port()
     exporter = subprocess.Popen([sys.executable, "-m", "habana_torch.exporter", "--port", str(port),
-                                 "--address", "127.0.0.1"], env=_env(), stderr=subprocess.PIPE, text=True)
+                                 "--address", "127.0.0.1"], env=card_child_env(), stderr=subprocess.PIPE, text=True)
     try:
         assert child.stdout.readline().strip() == "ready"
         first = _scrape(port, time.monotonic() + 120)
@@ -109,7 +100,7 @@ def test_scrape_while_training():
 def test_textfile_once(tmp_path):
     path = tmp_path / "hpu.prom"
     r = subprocess.run([sys.executable, "-m", "habana_smi.exporter", "--textfile", str(path), "--once"],
-                       env=_env(), capture_output=True, text=True, timeout=60)
+                       env=card_child_env(), capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     text = path.read_text()
     assert "# TYPE habanalabs_memory_total_bytes gauge" in text
@@ -117,7 +108,7 @@ def test_textfile_once(tmp_path):
 
 
 def test_bad_setting_is_named():
-    env = _env()
+    env = card_child_env()
     env["HPU_NUM_CARDS"] = "lots"
     r = subprocess.run([sys.executable, "-m", "habana_smi.exporter", "--textfile", "/dev/null", "--once"],
                        env=env, capture_output=True, text=True, timeout=60)

@@ -2,20 +2,11 @@
 a process that only counted them, or ran autograd on the CPU (autograd asks
 every registered device type for its count), can still fork children that
 use the hpu, and a bad environment makes the count 0, not an exception."""
-import json
-import textwrap
-
-from conftest import run_python
-
-
-def _run_json(code, env=None):
-    out = run_python(textwrap.dedent(code), env=env)
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout.strip().splitlines()[-1])
+from conftest import run_python, run_python_json
 
 
 def test_counting_and_cpu_autograd_do_not_initialise():
-    res = _run_json("""
+    res = run_python_json("""
         import json, torch, habana_torch
         x = torch.ones(3, requires_grad=True)
         (x * 2).sum().backward()
@@ -28,7 +19,7 @@ def test_counting_and_cpu_autograd_do_not_initialise():
 
 
 def test_child_forked_after_cpu_backward_can_use_the_hpu():
-    out = run_python(textwrap.dedent("""
+    out = run_python("""
         import os, torch, habana_torch
         x = torch.ones(3, requires_grad=True)
         (x * 2).sum().backward()
@@ -44,14 +35,14 @@ def test_child_forked_after_cpu_backward_can_use_the_hpu():
         _, status = os.waitpid(pid, 0)
         print("child exit", os.waitstatus_to_exitcode(status))
         print("parent", (torch.ones(2, device="hpu") + 1).cpu().tolist())
-    """))
+    """)
     assert out.returncode == 0, out.stderr
     assert "child exit 0" in out.stdout, out.stdout + out.stderr
     assert "parent [2.0, 2.0]" in out.stdout
 
 
 def test_count_follows_the_environment_until_the_cards_start():
-    res = _run_json("""
+    res = run_python_json("""
         import json, os, torch, habana_torch
         before = torch.hpu.device_count()
         os.environ["HABANA_VISIBLE_DEVICES"] = "1,2"
@@ -65,7 +56,7 @@ def test_count_follows_the_environment_until_the_cards_start():
 
 
 def test_bad_environment_counts_zero_cards():
-    res = _run_json("""
+    res = run_python_json("""
         import json, torch, habana_torch
         print(json.dumps([torch.hpu.device_count(), torch.hpu.is_available()]))
     """, env={"HABANA_VISIBLE_DEVICES": "7", "HPU_NUM_CARDS": "2"})

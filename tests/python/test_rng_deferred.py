@@ -1,24 +1,15 @@
 """Seeding before the cards start: queued as in torch.cuda, applied at the
 first use, with the same numbers as seeding afterwards; seeding alone does
 not start the runtime, so a forked child can still use the hpu."""
-import json
-import textwrap
-
 import pytest
 import torch
 
 import habana_torch  # noqa: F401
-from conftest import run_python
-
-
-def _run_json(*parts):
-    out = run_python("".join(textwrap.dedent(p) for p in parts))
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout.strip().splitlines()[-1])
+from conftest import run_python, run_python_json
 
 
 def test_seeding_does_not_initialise_the_cards():
-    res = _run_json("""
+    res = run_python_json("""
         import json, torch, habana_torch
         state = torch.ByteTensor(16)
         torch.manual_seed(1)
@@ -70,7 +61,7 @@ _DRAWS = """
 
 
 def test_torch_manual_seed_before_init_equals_after():
-    ready, lazy = _run_json("""
+    ready, lazy = run_python_json("""
         import json, torch, habana_torch
         torch.manual_seed(1)
         assert not torch.hpu.is_initialized()
@@ -92,7 +83,7 @@ def test_torch_manual_seed_before_init_equals_after():
 def test_queued_calls_keep_their_order(calls):
     # STATE: seed 77, offset 3 (two uint64 words, little-endian).
     state = "torch.tensor([77, 3], dtype=torch.int64).view(torch.uint8)"
-    ready, lazy = _run_json(f"""
+    ready, lazy = run_python_json(f"""
         import json, torch, habana_torch
         STATE = {state}
         {calls}

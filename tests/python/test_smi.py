@@ -10,6 +10,7 @@ import textwrap
 import pytest
 
 import habana_torch.version
+from conftest import card_child_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -26,18 +27,8 @@ CHILD = textwrap.dedent("""
 """)
 
 
-def _env():
-    env = dict(os.environ)
-    # The children import what this process imports (an installed package,
-    # or a source tree with its extension built in place).
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-    for name in ("HABANA_VISIBLE_DEVICES", "HABANA_VISIBLE_MODULES", "HPU_NUM_CARDS", "HPU_STATUS_PAGE"):
-        env.pop(name, None)
-    return env
-
-
 def smi(*args, check=True):
-    r = subprocess.run([sys.executable, "-m", "habana_smi.cli", *args], env=_env(),
+    r = subprocess.run([sys.executable, "-m", "habana_smi.cli", *args], env=card_child_env(),
                        capture_output=True, text=True, timeout=60)
     if check:
         assert r.returncode == 0, r.stderr
@@ -49,7 +40,7 @@ def page_path(pid):
 
 
 def start_child(stop="/nonexistent"):
-    p = subprocess.Popen([sys.executable, "-c", CHILD, str(stop)], env=_env(),
+    p = subprocess.Popen([sys.executable, "-c", CHILD, str(stop)], env=card_child_env(),
                          stdout=subprocess.PIPE, text=True)
     line = p.stdout.readline()
     if line.strip() != "ready":
@@ -113,7 +104,7 @@ def test_killed_child_page_is_cleaned():
 
 @pytest.mark.parametrize("setting,exists", [("0", False), ("1", True)])
 def test_status_page_setting(setting, exists):
-    env = _env()
+    env = card_child_env()
     env["HPU_STATUS_PAGE"] = setting
     code = ("import os, torch, habana_torch; torch.ones(4, device='hpu').sum().item(); "
             f"print(os.path.exists('/dev/shm/habana_torch-status.{os.getuid()}.' + str(os.getpid())))")
@@ -146,7 +137,7 @@ def test_unknowable_values_are_na():
 
 
 def test_visible_devices_as_torch_hpu():
-    env = _env()
+    env = card_child_env()
     env["HABANA_VISIBLE_DEVICES"] = "2,5"
     r = subprocess.run([sys.executable, "-m", "habana_smi.cli", "-L"], env=env, capture_output=True,
                        text=True, timeout=60)
@@ -162,7 +153,7 @@ def test_cli_does_not_import_torch():
     code = ("import sys, habana_smi.cli as c; c.SAMPLE_S = 0; assert c.main(['-Q', 'index', '-f', 'csv']) == 0; "
             "bad = [m for m in sys.modules if m == 'torch' or m.startswith(('torch.', 'habana_torch'))]; "
             "assert not bad, bad")
-    r = subprocess.run([sys.executable, "-c", code], env=_env(), capture_output=True, text=True, timeout=60)
+    r = subprocess.run([sys.executable, "-c", code], env=card_child_env(), capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
 
 
@@ -191,7 +182,7 @@ def test_collective_bytes_counted_by_hccl():
         print(c.coll_bytes["all_reduce"], c.coll_bytes["broadcast"], t[0].item())
         dist.destroy_process_group()
     """)
-    env = _env()
+    env = card_child_env()
     env["PT_HPU_SHARE_CARDS"] = "1"
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=180)
     assert r.returncode == 0, r.stderr[-3000:]

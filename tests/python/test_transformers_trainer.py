@@ -17,6 +17,7 @@ import torch
 
 import habana_torch.core as htcore
 from conftest import run_python
+from seeded_data import parity_dataset
 
 transformers = pytest.importorskip("transformers")
 accelerate = pytest.importorskip("accelerate")
@@ -26,23 +27,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 # ---------------------------------------------------------------- workers
 # Run in the subprocesses (`python -c "import test_transformers_trainer as t; t.<worker>()"`).
-
-def _bert_dataset(n, seed, seq=16, vocab=100):
-    class Data(torch.utils.data.Dataset):
-        def __init__(self):
-            g = torch.Generator().manual_seed(seed)
-            self.ids = torch.randint(5, vocab, (n, seq), generator=g)
-            self.labels = self.ids[:, 1] % 2  # learnable: the parity of the second token
-
-        def __len__(self):
-            return n
-
-        def __getitem__(self, i):
-            return {"input_ids": self.ids[i], "attention_mask": torch.ones(seq, dtype=torch.long),
-                    "labels": self.labels[i]}
-
-    return Data()
-
 
 def _train_bert(out_dir, use_cpu, bf16):
     import numpy as np
@@ -61,7 +45,7 @@ def _train_bert(out_dir, use_cpu, bf16):
     def accuracy(pred):
         return {"accuracy": float((np.argmax(pred.predictions, -1) == pred.label_ids).mean())}
 
-    trainer = Trainer(model=model, args=args, train_dataset=_bert_dataset(64, 1), eval_dataset=_bert_dataset(32, 2),
+    trainer = Trainer(model=model, args=args, train_dataset=parity_dataset(64, 1), eval_dataset=parity_dataset(32, 2),
                       compute_metrics=accuracy)
     out = trainer.train()
     metrics = trainer.evaluate()

@@ -12,13 +12,9 @@ extern "C" {
 
 typedef void (*hpu_range_fn)(void *ctx, int64_t begin, int64_t end);
 
-/* Chunks per thread a range is cut into at most (claimed dynamically, so
- * threads that start late or get preempted do not hold the others up). */
-#define HPU_PARALLEL_SPLIT 4
-
-/* Splits [0, n) into at most HPU_PARALLEL_SPLIT * hpu_get_num_threads()
- * chunks of at least `grain` items and runs fn on each, on the calling
- * thread and the pool; returns when all are done. */
+/* Splits [0, n) into chunks of at least `grain` items, a few per thread
+ * (HPU_PARALLEL_SPLIT in runtime/schedule_policy.h), and runs fn on each,
+ * on the calling thread and the pool; returns when all are done. */
 void hpu_parallel_for(int64_t n, int64_t grain, hpu_range_fn fn, void *ctx);
 
 /* Runs unclaimed chunks of the job the pool is running, if any, on the
