@@ -179,8 +179,6 @@ class StaticGPT2(torch.nn.Module):
         return self._next(self._run(ids, pos, write, visible))
 
 
-StaticKVGPT2 = StaticGPT2  # the name this class had while it always kept a cache
-
 
 def generate(model, prompt, new_tokens, sync):
     """Greedy decoding: returns (ids [B, prompt + new], first-token seconds,

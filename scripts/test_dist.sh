@@ -5,9 +5,9 @@
 # accelerate's Accelerator as MULTI_HPU over hccl (torchrun 2 ranks, lazy and
 # eager), DeepSpeed ZeRO-1/2/3 vs the same run on gloo and tensor-parallel
 # inference (torchrun 2 ranks), our own tensor-parallel GPT-2 generation
-# (examples/text_generation.py, torchrun 2 ranks), card acquisition, the gaudi_spawn launcher, a
-# killed rank, two hosts in network namespaces, and a subset of PyTorch's
-# _DistTestBase.
+# (examples/text_generation.py, torchrun 2 ranks, lazy and eager), card
+# acquisition, the gaudi_spawn launcher, a killed rank, two hosts in network
+# namespaces, and a subset of PyTorch's _DistTestBase.
 #
 # Usage: scripts/test_dist.sh [--quick]     (--quick: skip mpirun/4-rank/two-host/_DistTestBase)
 # Needs: habana_torch importable (installed, or PYTHONPATH), torchrun, mpirun

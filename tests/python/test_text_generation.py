@@ -42,12 +42,12 @@ def test_static_cache_generation_with_hpu_graphs_matches_generate(batch, fallbac
     new = 12
     want = reference_tokens(hf, prompt, new)
 
-    on_cpu = text_generation.StaticKVGPT2(hf, batch, 7 + new)
+    on_cpu = text_generation.StaticGPT2(hf, batch, 7 + new)
     got_cpu, _, _ = text_generation.generate(on_cpu, prompt, new, lambda: None)
     assert torch.equal(got_cpu, want), "the static-cache model itself differs from generate()"
 
     captures, replays = counter("hpu_graph_capture"), counter("hpu_graph_replay")
-    model = wrap_in_hpu_graph(text_generation.StaticKVGPT2(hf, batch, 7 + new).to("hpu"))
+    model = wrap_in_hpu_graph(text_generation.StaticGPT2(hf, batch, 7 + new).to("hpu"))
     for _ in range(2):  # the second run replays the graph captured in the first
         got, _, _ = text_generation.generate(model, prompt.to("hpu"), new, torch.hpu.synchronize)
         assert torch.equal(got, want)
@@ -118,4 +118,4 @@ def test_script_rejects_bad_options(argv, message, capsys):
 def test_static_cache_rejects_a_length_beyond_the_model():
     hf = text_generation.small_gpt2(n_embd=32, n_layer=1, n_head=2, vocab=50, n_positions=16)
     with pytest.raises(ValueError, match="exceeds the model's n_positions 16"):
-        text_generation.StaticKVGPT2(hf, 1, 17)
+        text_generation.StaticGPT2(hf, 1, 17)
