@@ -66,7 +66,7 @@ else
 fi
 if python -c "import transformers" 2>/dev/null; then
   step "text generation TP lazy x2" "TEXTGEN TP OK world=2 lazy=1" 200 env PT_HPU_LAZY_MODE=1 bash -c 'trun 2 tests/dist/text_generation_tp_worker.py'
-  step "text generation TP example x2" "\\| 2 \\| hpu x2 \\(tensor parallel\\) .*\\| yes \\|" 200 bash -c 'trun 2 examples/text_generation.py --use_kv_cache --batch_sizes 1,2 --max_new_tokens 8 --prompt_length 8 --n_iterations 1'
+  step "text generation TP example x2" "\\| 2 \\| hpu x2 \\(tensor parallel\\) .*\\| yes \\|" 200 bash -c 'python examples/text_generation.py --tp 2 --use_kv_cache --batch_sizes 1,2 --max_new_tokens 8 --prompt_length 8 --n_iterations 1'
 else
   echo "SKIP  text generation TP: needs the transformers package"
 fi
