@@ -342,7 +342,7 @@ def run(args):
 def print_table(args, rows):
     world = int(os.environ.get("WORLD_SIZE", "1"))
     hpu = f"hpu x{world} (tensor parallel)" if world > 1 else "hpu"
-    print(f"GPT-2 {args.model} (random weights), {'bf16' if args.bf16 else 'fp32'}, prompt "
+    print(f"GPT-2, {args.model} shape (random weights), {'bf16' if args.bf16 else 'fp32'}, prompt "
           f"{args.prompt_length}, {args.max_new_tokens} new tokens, "
           f"{'static KV cache' if args.use_kv_cache else 'no KV cache'}"
           f"{', HPU graphs' if args.use_hpu_graphs else ''}, best of {args.n_iterations}")
