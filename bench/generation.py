@@ -49,9 +49,9 @@ def main():
     max_len = args.prompt + args.new
     prompt = torch.randint(1, hf.config.vocab_size, (args.batch, args.prompt),
                            generator=torch.Generator().manual_seed(1))
-    cpu_model = tg.StaticKVGPT2(hf, args.batch, max_len)
-    hpu_eager = tg.StaticKVGPT2(hf, args.batch, max_len).to("hpu")
-    hpu_graphs = wrap_in_hpu_graph(tg.StaticKVGPT2(hf, args.batch, max_len).to("hpu"))
+    cpu_model = tg.StaticGPT2(hf, args.batch, max_len)
+    hpu_eager = tg.StaticGPT2(hf, args.batch, max_len).to("hpu")
+    hpu_graphs = wrap_in_hpu_graph(tg.StaticGPT2(hf, args.batch, max_len).to("hpu"))
     sync = torch.hpu.synchronize
     no_sync = lambda: None  # noqa: E731
 

@@ -4,9 +4,10 @@
 # vs one CPU process (2 and 4 ranks, torchrun and mpirun, lazy mode), FSDP1/2,
 # accelerate's Accelerator as MULTI_HPU over hccl (torchrun 2 ranks, lazy and
 # eager), DeepSpeed ZeRO-1/2/3 vs the same run on gloo and tensor-parallel
-# inference (torchrun 2 ranks), card acquisition, the gaudi_spawn launcher, a
-# killed rank, two hosts in network namespaces, and a subset of PyTorch's
-# _DistTestBase.
+# inference (torchrun 2 ranks), our own tensor-parallel GPT-2 generation
+# (examples/text_generation.py, torchrun 2 ranks, lazy and eager), card
+# acquisition, the gaudi_spawn launcher, a killed rank, two hosts in network
+# namespaces, and a subset of PyTorch's _DistTestBase.
 #
 # Usage: scripts/test_dist.sh [--quick]     (--quick: skip mpirun/4-rank/two-host/_DistTestBase)
 # Needs: habana_torch importable (installed, or PYTHONPATH), torchrun, mpirun
@@ -38,7 +39,7 @@ step() {  # step <name> <expect-regex> <timeout-s> cmd...
     fail=$((fail + 1)); failed+=("$name"); printf 'FAIL  %-44s %4ss (rc %s, log %s)\n' "$name" $((SECONDS - t0)) $rc "$log"
     grep -Ev "Warning|warn\(|^\s*$" "$log" | tail -15 | sed 's/^/      /'
   fi
-  grep -hE "^(DDP|FSDP|ACCELERATE|DEEPSPEED|COLLECTIVES|FAULT|CARD|TWO|RESULT)" "$log" | sed 's/^/      /' | head -12
+  grep -hE "^(DDP|FSDP|ACCELERATE|DEEPSPEED|TEXTGEN|COLLECTIVES|FAULT|CARD|TWO|RESULT)" "$log" | sed 's/^/      /' | head -12
 }
 trun() { python -m torch.distributed.run --nproc_per_node="$1" --master_port="$MASTER_PORT" "${@:2}"; }
 export -f trun
@@ -63,6 +64,12 @@ if python -c "import deepspeed" 2>/dev/null; then
 else
   echo "SKIP  deepspeed: needs the deepspeed package (pip install deepspeed)"
 fi
+if python -c "import transformers" 2>/dev/null; then
+  step "text generation TP lazy x2" "TEXTGEN TP OK world=2 lazy=1" 200 env PT_HPU_LAZY_MODE=1 bash -c 'trun 2 tests/dist/text_generation_tp_worker.py'
+  step "text generation TP example x2" "\\| 2 \\| hpu x2 \\(tensor parallel\\) .*\\| yes \\|" 200 bash -c 'python examples/text_generation.py --tp 2 --use_kv_cache --batch_sizes 1,2 --max_new_tokens 8 --prompt_length 8 --n_iterations 1'
+else
+  echo "SKIP  text generation TP: needs the transformers package"
+fi
 step "card lock" "CARD LOCK OK" 120 python tests/dist/card_lock_check.py
 step "launcher gaudi_spawn (torchrun)" "DDP plain OK world=2" 300 bash -c 'python examples/gaudi_spawn.py --world_size 2 --master_port $MASTER_PORT tests/dist/ddp_bert_worker.py --modes plain'
 step "killed rank -> exception x3" "FAULT CHECK OK" 200 env FAULT_TIMEOUT_S=10 python tests/dist/fault_check.py 3
@@ -73,6 +80,9 @@ if [ $quick = 0 ]; then
   step "launcher gaudi_spawn --use_mpi" "DDP plain OK world=2" 300 bash -c 'python examples/gaudi_spawn.py --world_size 2 --use_mpi --master_port $MASTER_PORT tests/dist/ddp_bert_worker.py --modes plain'
   if python -c "import deepspeed" 2>/dev/null; then
     step "deepspeed inference TP eager x2" "DEEPSPEED TP OK world=2 lazy=0" 300 env PT_HPU_LAZY_MODE=0 bash -c 'trun 2 tests/dist/deepspeed_inference_worker.py'
+  fi
+  if python -c "import transformers" 2>/dev/null; then
+    step "text generation TP eager x2" "TEXTGEN TP OK world=2 lazy=0" 200 env PT_HPU_LAZY_MODE=0 bash -c 'trun 2 tests/dist/text_generation_tp_worker.py'
   fi
   if [ "$(id -u)" = 0 ] && command -v ip >/dev/null && ip netns list >/dev/null 2>&1; then
     step "two hosts (netns+veth) 2x2" "TWO HOSTS OK" 400 bash tests/dist/two_hosts.sh 20

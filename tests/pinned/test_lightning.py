@@ -1,13 +1,14 @@
 """PyTorch Lightning on the hpu through lightning-habana 1.6.0 (the pinned
 `lightning` env: pytorch-lightning 2.3.3): Trainer(accelerator="hpu") fits
 the same small regressor as the CPU, on one card and on two ranks over hccl.
-The runs are in lightning_worker.py."""
+The runs are in lightning_worker.py; examples/lightning_hpu.py is run as well."""
 import json
+import os
 
 import pytest
 import torch
 
-from conftest import result_of, run_in_venv
+from conftest import HERE, result_of, run_in_venv
 
 ENV = "lightning"
 
@@ -82,3 +83,19 @@ def test_trainer_hpu_two_ranks_hccl(hl_smi_dir, tmp_path):
         assert res["devices_seen"] == [f"hpu:{rank}"]
     _params_close(ranks[0]["params"], ranks[1]["params"], atol=0)
     _params_close(ranks[0]["params"], _two_rank_fit_on_cpu(ranks[0]["init"]), atol=1e-5, rtol=1e-5)
+
+
+def test_example_lightning_hpu_matches_cpu(hl_smi_dir):
+    """examples/lightning_hpu.py: Trainer(accelerator="hpu") learns the digits
+    as the CPU Trainer does, from the same weights and batches."""
+    example = os.path.join(os.path.dirname(HERE), os.pardir, "examples", "lightning_hpu.py")
+    proc = run_in_venv(ENV, hl_smi_dir, [os.path.abspath(example), "--epochs", "2", "--batch_size", "64"])
+    r = result_of(proc, "examples/lightning_hpu.py")
+    hpu, cpu = r["hpu"], r["cpu"]
+    assert (hpu["accelerator"], hpu["strategy"]) == ("HPUAccelerator", "SingleHPUStrategy")
+    assert hpu["devices_seen"] == ["hpu:0"] and cpu["devices_seen"] == ["cpu"]
+    assert hpu["steps"] == cpu["steps"] == 2 * 23
+    _close(hpu["losses"], cpu["losses"], atol=1e-4, rtol=1e-4)
+    assert abs(hpu["val_accuracy"] - cpu["val_accuracy"]) <= 2 / 360
+    assert hpu["val_accuracy"] > 0.85, "the classifier did not learn (10 classes: 0.1 by chance)"
+    assert "hpu speed:" in proc.stdout

@@ -1,7 +1,12 @@
-"""examples/text_generation.py: greedy decoding with a static KV cache, the
-decode step replayed as an HPU graph, gives transformers' own greedy tokens
-(model.generate on the CPU), with one capture and no CPU fallback."""
+"""examples/text_generation.py: greedy decoding with a static KV cache, or
+without a cache at static shapes, the decode step replayed as an HPU graph,
+gives transformers' own greedy tokens (model.generate on the CPU), with one
+capture and no CPU fallback; the script's table compares the hpu with the
+CPU. Tensor parallelism runs in scripts/test_dist.sh
+(tests/dist/text_generation_tp_worker.py)."""
+import contextlib
 import importlib.util
+import io
 import pathlib
 
 import pytest
@@ -37,12 +42,12 @@ def test_static_cache_generation_with_hpu_graphs_matches_generate(batch, fallbac
     new = 12
     want = reference_tokens(hf, prompt, new)
 
-    on_cpu = text_generation.StaticKVGPT2(hf, batch, 7 + new)
+    on_cpu = text_generation.StaticGPT2(hf, batch, 7 + new)
     got_cpu, _, _ = text_generation.generate(on_cpu, prompt, new, lambda: None)
     assert torch.equal(got_cpu, want), "the static-cache model itself differs from generate()"
 
     captures, replays = counter("hpu_graph_capture"), counter("hpu_graph_replay")
-    model = wrap_in_hpu_graph(text_generation.StaticKVGPT2(hf, batch, 7 + new).to("hpu"))
+    model = wrap_in_hpu_graph(text_generation.StaticGPT2(hf, batch, 7 + new).to("hpu"))
     for _ in range(2):  # the second run replays the graph captured in the first
         got, _, _ = text_generation.generate(model, prompt.to("hpu"), new, torch.hpu.synchronize)
         assert torch.equal(got, want)
@@ -51,7 +56,66 @@ def test_static_cache_generation_with_hpu_graphs_matches_generate(batch, fallbac
     assert fallback_counts() == {}
 
 
+def tiny(batch):
+    hf = text_generation.small_gpt2(seed=3, n_embd=64, n_layer=2, n_head=4, vocab=97, n_positions=64,
+                                    initializer_range=0.2)
+    prompt = torch.randint(1, 97, (batch, 7), generator=torch.Generator().manual_seed(batch))
+    return hf, prompt
+
+
+@pytest.mark.parametrize("graphs", [False, True])
+def test_generation_without_kv_cache_matches_generate(graphs, fallback_counts):
+    batch, new = 2, 10
+    hf, prompt = tiny(batch)
+    want = reference_tokens(hf, prompt, new)
+    got_cpu, _, _ = text_generation.generate(text_generation.StaticGPT2(hf, batch, 7 + new, use_kv_cache=False),
+                                             prompt, new, lambda: None)
+    assert torch.equal(got_cpu, want)
+    model = text_generation.StaticGPT2(hf, batch, 7 + new, use_kv_cache=False).to("hpu")
+    if graphs:
+        model = wrap_in_hpu_graph(model)
+    for _ in range(2):  # the token buffer is rewritten from the prompt on each run
+        got, _, _ = text_generation.generate(model, prompt.to("hpu"), new, torch.hpu.synchronize)
+        assert torch.equal(got, want)
+    assert fallback_counts() == {}
+
+
+def run_main(*argv):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = text_generation.main(list(argv))
+    return rc, out.getvalue()
+
+
+def test_script_table_compares_hpu_and_cpu_per_batch_size():
+    rc, out = run_main("--use_kv_cache", "--use_hpu_graphs", "--batch_sizes", "1,3", "--max_new_tokens", "6",
+                       "--prompt_length", "5", "--n_iterations", "1")
+    assert rc == 0, out
+    rows = [line.split("|")[1:-1] for line in out.splitlines() if line.startswith("| ") and "batch" not in line]
+    assert [(r[0].strip(), r[1].strip(), r[-1].strip()) for r in rows] == \
+        [("1", "hpu", "yes"), ("1", "cpu", "-"), ("3", "hpu", "yes"), ("3", "cpu", "-")]
+    for r in rows:
+        first, per_token, total, tokens_per_s = (float(v) for v in r[2:6])
+        assert 0 < first <= total and per_token > 0 and tokens_per_s > 0
+    assert "batch 3: hpu tokens/s" in out and "static KV cache, HPU graphs" in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--batch_sizes", "1,x"], "--batch_sizes must be comma-separated integers"),
+    (["--batch_sizes", "0"], "--batch_sizes must be positive"),
+    (["--device", "cuda"], "--device must be hpu, cpu or both"),
+    (["--device", "cpu", "--use_hpu_graphs"], "--use_hpu_graphs needs the hpu"),
+    (["--tp", "2", "--use_hpu_graphs"], "cannot capture the all-reduce"),
+    (["--max_new_tokens", "250"], "exceeds the model's 256 positions"),
+])
+def test_script_rejects_bad_options(argv, message, capsys):
+    with pytest.raises(SystemExit) as e:
+        text_generation.parse_args(argv)
+    assert e.value.code == 2
+    assert message in capsys.readouterr().err
+
+
 def test_static_cache_rejects_a_length_beyond_the_model():
     hf = text_generation.small_gpt2(n_embd=32, n_layer=1, n_head=2, vocab=50, n_positions=16)
     with pytest.raises(ValueError, match="exceeds the model's n_positions 16"):
-        text_generation.StaticKVGPT2(hf, 1, 17)
+        text_generation.StaticGPT2(hf, 1, 17)
