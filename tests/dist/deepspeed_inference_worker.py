@@ -8,7 +8,7 @@ checks; rank 0 prints 'DEEPSPEED TP OK world=N lazy=L tokens=T'.
 
 GPT-2 cannot be sharded this way by DeepSpeed itself (AutoTP lists gpt2 as
 unsupported, kernel injection needs DeepSpeed's CUDA inference kernels),
-whatever the device; see README.md.
+whatever the device; see docs/GAUDI_CODE.md.
 
     torchrun --nproc_per_node=2 tests/dist/deepspeed_inference_worker.py
 """
