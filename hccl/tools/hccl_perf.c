@@ -28,19 +28,43 @@ static hcclComm_t comm;
 
 static double now_us(void) { return (double)hpu_now_ns() / 1e3; }
 
+/* Command-line values are checked: a typo must not silently run another
+ * benchmark than the one asked for. */
+static void bad_arg(const char *what, const char *val) {
+  fprintf(stderr, "hccl_perf: bad %s '%s' (hccl_perf -h lists the options)\n", what, val);
+  exit(2);
+}
+
 static size_t parse_size(const char *s) {
   char *e;
   double v = strtod(s, &e);
+  if (e == s || v < 0) bad_arg("size", s);
   switch (*e) {
-    case 'K': case 'k': v *= 1024; break;
-    case 'M': case 'm': v *= 1024 * 1024; break;
-    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; break;
+    case 'K': case 'k': v *= 1024; e++; break;
+    case 'M': case 'm': v *= 1024 * 1024; e++; break;
+    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; e++; break;
   }
+  if (*e) bad_arg("size", s);
   return (size_t)v;
+}
+
+static int parse_int(const char *what, const char *s, long lo, long hi) {
+  char *e;
+  long v = strtol(s, &e, 10);
+  if (e == s || *e || v < lo || v > hi) bad_arg(what, s);
+  return (int)v;
+}
+
+static int parse_name(const char *what, const char *s, const char *const *names, int n) {
+  for (int k = 0; k < n; k++)
+    if (!strcmp(s, names[k])) return k;
+  bad_arg(what, s);
+  return -1;
 }
 
 static const char *type_names[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double", "bfloat16"};
 static const char *op_names[] = {"sum", "prod", "max", "min", "avg"};
+static const char *mem_names[] = {"host", "device"};
 static size_t type_size(int t) { return t <= 1 ? 1 : t == 6 || t == 9 ? 2 : t <= 3 || t == 7 ? 4 : 8; }
 
 static void store(void *b, int t, size_t i, double v) {
@@ -150,15 +174,20 @@ int main(int argc, char **argv) {
     switch (c) {
       case 'b': minb = parse_size(optarg); break;
       case 'e': maxb = parse_size(optarg); break;
-      case 'f': factor = atof(optarg); break;
-      case 't': for (int k = 0; k < 6; k++) if (!strcmp(optarg, coll_names[k])) coll = k; break;
-      case 'd': for (int k = 0; k < 10; k++) if (!strcmp(optarg, type_names[k])) t = k; break;
-      case 'o': for (int k = 0; k < 5; k++) if (!strcmp(optarg, op_names[k])) op = k; break;
-      case 'n': iters = atoi(optarg); break;
-      case 'w': warm = atoi(optarg); break;
-      case 'c': do_check = atoi(optarg); break;
-      case 'm': device = !strcmp(optarg, "device"); break;
-      case 'i': inplace_cols = atoi(optarg); break;
+      case 'f': {
+        char *e;
+        factor = strtod(optarg, &e);
+        if (e == optarg || *e || !(factor > 1)) bad_arg("factor (> 1)", optarg);
+        break;
+      }
+      case 't': coll = parse_name("collective", optarg, coll_names, 6); break;
+      case 'd': t = parse_name("type", optarg, type_names, 10); break;
+      case 'o': op = parse_name("op", optarg, op_names, 5); break;
+      case 'n': iters = parse_int("iteration count", optarg, 1, 1 << 30); break;
+      case 'w': warm = parse_int("warm-up count", optarg, 0, 1 << 30); break;
+      case 'c': do_check = parse_int("check flag (0 or 1)", optarg, 0, 1); break;
+      case 'm': device = parse_name("memory kind (host or device)", optarg, mem_names, 2); break;
+      case 'i': inplace_cols = parse_int("in-place flag (0 or 1)", optarg, 0, 1); break;
       default:
         printf("usage: hccl_perf [-t allreduce|allgather|reducescatter|broadcast|reduce|alltoall] [-b min] [-e max]\n"
                "                 [-f factor] [-d type] [-o op] [-n iters] [-w warmup] [-c check] [-m host|device] [-i 0|1]\n");
@@ -175,8 +204,9 @@ int main(int argc, char **argv) {
     if (rank == 0 && hcclGetUniqueId(&id) != hcclSuccess) die("hcclGetUniqueId", hcclSystemError);
     MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
   } else {
-    rank = atoi(er);
-    nranks = atoi(getenv("HCCL_PERF_NRANKS") ? getenv("HCCL_PERF_NRANKS") : "1");
+    const char *en = getenv("HCCL_PERF_NRANKS");
+    nranks = parse_int("HCCL_PERF_NRANKS", en ? en : "1", 1, 1 << 16);
+    rank = parse_int("HCCL_PERF_RANK", er, 0, nranks - 1);
     if (hcclGetUniqueId(&id) != hcclSuccess) die("hcclGetUniqueId", hcclSystemError);
   }
   hcclResult_t r = hcclCommInitRank(&comm, nranks, id, rank);
