@@ -38,6 +38,9 @@ hpu_status_t hpu_conv_execute(const hpu_node_t *node);
 /* batch_norm.c: HPU_OP_BATCH_NORM and HPU_OP_BATCH_NORM_BACKWARD. */
 hpu_status_t hpu_batch_norm_validate(const hpu_node_t *node);
 hpu_status_t hpu_batch_norm_execute(const hpu_node_t *node);
+/* pool.c: HPU_OP_MAX_POOL2D and HPU_OP_MAX_POOL2D_BACKWARD. */
+hpu_status_t hpu_pool_validate(const hpu_node_t *node);
+hpu_status_t hpu_pool_execute(const hpu_node_t *node);
 
 /* The dtypes of the vectorised row functions (hpu_nn_run_*, the row sums). */
 static inline int hpu_nn_row_dtype(hpu_dtype_t dt) { return dt == HPU_FLOAT32 || dt == HPU_BFLOAT16; }
