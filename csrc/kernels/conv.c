@@ -387,6 +387,44 @@ static void bias_grad(void *ctx, int64_t c0, int64_t c1) {
   }
 }
 
+/* With stride 1, dx is the forward convolution of dy with the weight
+ * flipped in space and transposed per group (W'[g, ci, co, KH-1-kh,
+ * KW-1-kw] = W[g, co, ci, kh, kw]) and padding dil * (k - 1) - pad: the
+ * GEMM then has k = Cog * KH * KW and writes [Cg, pixels], where the
+ * col2im route (k = Cog) writes a K-row panel and adds it back, measured
+ * 1.6x slower on ResNet's 3x3 64->64 at 56x56. */
+static hpu_status_t dx_as_convolution(const hpu_node_t *n, const geo_t *g, const float *dy, const float *w,
+                                      float *dx) {
+  int64_t KK = g->KH * g->KW;
+  float *wt = malloc((size_t)(g->Co * g->Cg * KK) * sizeof(float));
+  if (!wt) return oom();
+  for (int64_t gi = 0; gi < g->G; gi++)
+    for (int64_t co = 0; co < g->Cog; co++)
+      for (int64_t ci = 0; ci < g->Cg; ci++) {
+        const float *src = w + ((gi * g->Cog + co) * g->Cg + ci) * KK;
+        float *dst = wt + ((gi * g->Cg + ci) * g->Cog + co) * KK;
+        for (int64_t k = 0; k < KK; k++) dst[k] = src[KK - 1 - k];
+      }
+  hpu_node_t f;
+  f.op = HPU_OP_CONV;
+  f.num_inputs = 2;
+  f.num_outputs = 1;
+  f.compute_dtype = HPU_FLOAT32;
+  int64_t ds[4] = {g->N, g->Co, g->OH, g->OW}, dst[4] = {g->Co * g->P, g->P, g->OW, 1};
+  int64_t ws[4] = {g->C, g->Cog, g->KH, g->KW}, wst[4] = {g->Cog * KK, KK, g->KW, 1};
+  int64_t xs[4] = {g->N, g->C, g->H, g->W}, xst[4] = {g->C * g->H * g->W, g->H * g->W, g->W, 1};
+  f.inputs[0] = view(dy, 4, ds, dst);
+  f.inputs[1] = view(wt, 4, ws, wst);
+  f.outputs[0] = view(dx, 4, xs, xst);
+  f.params = n->params;
+  f.params.nn.i[1] = 0; /* no bias */
+  f.params.nn.strides[0] = g->dh * (g->KH - 1) - g->ph;
+  f.params.nn.strides[1] = g->dw * (g->KW - 1) - g->pw;
+  hpu_status_t st = conv_forward(&f);
+  free(wt);
+  return st;
+}
+
 static hpu_status_t conv_backward(const hpu_node_t *n) {
   const hpu_tensor_t *xt = &n->inputs[1], *wt = &n->inputs[2];
   geo_t g = geometry(n, xt, wt);
@@ -411,6 +449,11 @@ static hpu_status_t conv_backward(const hpu_node_t *n) {
     int64_t xs[4] = {g.N, g.G, g.Cg, g.P}, xst[4] = {g.C * g.P, g.Cg * g.P, g.P, 1};
     int64_t ys[4] = {g.N, g.G, g.Cog, g.P}, yst[4] = {g.Co * g.P, g.Cog * g.P, g.P, 1};
     mm(WT, view(dy, 4, ys, yst), view(dx, 4, xs, xst), NULL);
+    dx = NULL;
+    if (!dw) return HPU_SUCCESS;
+  }
+  if (dx && g.sh == 1 && g.sw == 1 && g.ph <= g.dh * (g.KH - 1) && g.pw <= g.dw * (g.KW - 1)) {
+    TRY(dx_as_convolution(n, &g, dy, w, dx));
     dx = NULL;
     if (!dw) return HPU_SUCCESS;
   }
