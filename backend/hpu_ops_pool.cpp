@@ -1,7 +1,7 @@
-// Max pooling: max_pool2d_with_indices and its backward (functional and
-// out= forms) as HPU_OP_MAX_POOL2D(_BACKWARD) (csrc/kernels/pool.c), in
-// float32: bf16 / fp16 planes are widened on the card (a max is exact, so
-// the result is the CPU's). PyTorch's argument checks come first, with its
+// 2-d pooling: max_pool2d_with_indices, avg_pool2d and their backwards
+// (functional and out= forms) as HPU_OP_MAX_POOL2D / HPU_OP_AVG_POOL2D
+// (csrc/kernels/pool.c), in float32: bf16 / fp16 planes are widened on the
+// card (exact for a max; averages are rounded once). PyTorch's argument checks come first, with its
 // messages. float64 runs PyTorch's CPU kernel (a counted CPU fallback).
 #include <ATen/ATen.h>
 #include <torch/library.h>
@@ -149,9 +149,107 @@ at::Tensor& hpu_max_pool2d_backward_out(const at::Tensor& grad_output, const at:
                   grad_input);
 }
 
+// ---- avg_pool2d ----------------------------------------------------------
+
+Pool avg_params(const at::Tensor& x, at::IntArrayRef kernel, at::IntArrayRef stride, at::IntArrayRef padding,
+                bool ceil_mode, std::optional<int64_t> divisor_override) {
+  TORCH_CHECK(kernel.size() == 1 || kernel.size() == 2,
+              "avg_pool2d: kernel_size must either be a single int, or a tuple of two ints");
+  TORCH_CHECK(stride.empty() || stride.size() == 1 || stride.size() == 2,
+              "avg_pool2d: stride must either be omitted, a single int, or a tuple of two ints");
+  TORCH_CHECK(padding.size() == 1 || padding.size() == 2,
+              "avg_pool2d: padding must either be a single int, or a tuple of two ints");
+  TORCH_CHECK(!divisor_override.has_value() || divisor_override.value() != 0, "divisor must be not zero");
+  int64_t one[1] = {1};
+  return pool_params(x, kernel, stride, padding, at::IntArrayRef(one, 1), ceil_mode);
+}
+
+hpu_node_t avg_node(hpu_op_t op, const Pool& p, bool count_include_pad, std::optional<int64_t> divisor) {
+  hpu_node_t n{};
+  n.op = op;
+  n.compute_dtype = HPU_FLOAT32;
+  n.params.nn.i[0] = p.kh, n.params.nn.i[1] = p.kw;
+  n.params.nn.i[2] = count_include_pad;
+  n.params.nn.i[3] = divisor.value_or(0);
+  n.params.nn.sizes[0] = p.sh, n.params.nn.sizes[1] = p.sw;
+  n.params.nn.strides[0] = p.ph, n.params.nn.strides[1] = p.pw;
+  return n;
+}
+
+at::Tensor hpu_avg_pool2d(const at::Tensor& self, at::IntArrayRef kernel, at::IntArrayRef stride,
+                          at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
+                          std::optional<int64_t> divisor_override) {
+  Pool p = avg_params(self, kernel, stride, padding, ceil_mode, divisor_override);
+  if (!native_dtype(self.scalar_type())) {
+    note_cpu_fallback("aten::avg_pool2d");
+    return at::avg_pool2d(self.cpu(), kernel, stride, padding, ceil_mode, count_include_pad, divisor_override)
+        .to(self.device());
+  }
+  int64_t H = self.size(-2), W = self.size(-1), planes = self.numel() / (H * W);
+  at::Tensor x = self.to(at::kFloat).contiguous().view({planes, H, W});
+  at::Tensor y = at::empty({planes, p.OH, p.OW}, x.options());
+  if (planes > 0) {
+    hpu_node_t n = avg_node(HPU_OP_AVG_POOL2D, p, count_include_pad, divisor_override);
+    n.num_inputs = 1;
+    n.inputs[0] = to_desc(x);
+    n.num_outputs = 1;
+    n.outputs[0] = to_desc(y);
+    launch(self.device().index(), n);
+  }
+  return y.view(out_shape(self, p)).to(self.scalar_type());
+}
+
+at::Tensor& hpu_avg_pool2d_out(const at::Tensor& self, at::IntArrayRef kernel, at::IntArrayRef stride,
+                               at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
+                               std::optional<int64_t> divisor_override, at::Tensor& out) {
+  return into_out(hpu_avg_pool2d(self, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override),
+                  out);
+}
+
+at::Tensor hpu_avg_pool2d_backward(const at::Tensor& grad_output, const at::Tensor& self, at::IntArrayRef kernel,
+                                   at::IntArrayRef stride, at::IntArrayRef padding, bool ceil_mode,
+                                   bool count_include_pad, std::optional<int64_t> divisor_override) {
+  check_same_device("avg_pool2d_backward", {&grad_output, &self});
+  Pool p = avg_params(self, kernel, stride, padding, ceil_mode, divisor_override);
+  if (!native_dtype(self.scalar_type())) {
+    note_cpu_fallback("aten::avg_pool2d_backward");
+    return at::avg_pool2d_backward(grad_output.cpu(), self.cpu(), kernel, stride, padding, ceil_mode,
+                                   count_include_pad, divisor_override)
+        .to(self.device());
+  }
+  auto shape = out_shape(self, p);
+  TORCH_CHECK(grad_output.sizes() == at::IntArrayRef(shape), "avg_pool2d_backward: grad_output ",
+              grad_output.sizes(), " must have the pooled shape ", at::IntArrayRef(shape));
+  int64_t H = self.size(-2), W = self.size(-1), planes = self.numel() / (H * W);
+  at::Tensor g = grad_output.to(at::kFloat).contiguous().view({planes, p.OH, p.OW});
+  at::Tensor dx = at::empty({planes, H, W}, g.options());
+  if (planes > 0) {
+    hpu_node_t n = avg_node(HPU_OP_AVG_POOL2D_BACKWARD, p, count_include_pad, divisor_override);
+    n.num_inputs = 1;
+    n.inputs[0] = to_desc(g);
+    n.num_outputs = 1;
+    n.outputs[0] = to_desc(dx);
+    launch(self.device().index(), n);
+  }
+  return dx.view(self.sizes()).to(self.scalar_type());
+}
+
+at::Tensor& hpu_avg_pool2d_backward_out(const at::Tensor& grad_output, const at::Tensor& self,
+                                        at::IntArrayRef kernel, at::IntArrayRef stride, at::IntArrayRef padding,
+                                        bool ceil_mode, bool count_include_pad,
+                                        std::optional<int64_t> divisor_override, at::Tensor& grad_input) {
+  return into_out(hpu_avg_pool2d_backward(grad_output, self, kernel, stride, padding, ceil_mode, count_include_pad,
+                                          divisor_override),
+                  grad_input);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, HPU, m) {
+  m.impl("avg_pool2d", TORCH_FN(hpu_avg_pool2d));
+  m.impl("avg_pool2d.out", TORCH_FN(hpu_avg_pool2d_out));
+  m.impl("avg_pool2d_backward", TORCH_FN(hpu_avg_pool2d_backward));
+  m.impl("avg_pool2d_backward.grad_input", TORCH_FN(hpu_avg_pool2d_backward_out));
   m.impl("max_pool2d_with_indices", TORCH_FN(hpu_max_pool2d));
   m.impl("max_pool2d_with_indices.out", TORCH_FN(hpu_max_pool2d_out));
   m.impl("max_pool2d_with_indices_backward", TORCH_FN(hpu_max_pool2d_backward));

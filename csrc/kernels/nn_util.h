@@ -38,7 +38,7 @@ hpu_status_t hpu_conv_execute(const hpu_node_t *node);
 /* batch_norm.c: HPU_OP_BATCH_NORM and HPU_OP_BATCH_NORM_BACKWARD. */
 hpu_status_t hpu_batch_norm_validate(const hpu_node_t *node);
 hpu_status_t hpu_batch_norm_execute(const hpu_node_t *node);
-/* pool.c: HPU_OP_MAX_POOL2D and HPU_OP_MAX_POOL2D_BACKWARD. */
+/* pool.c: HPU_OP_MAX_POOL2D, HPU_OP_AVG_POOL2D and their backwards. */
 hpu_status_t hpu_pool_validate(const hpu_node_t *node);
 hpu_status_t hpu_pool_execute(const hpu_node_t *node);
 

@@ -1,6 +1,7 @@
-/* HPU_OP_MAX_POOL2D / _BACKWARD (pool.c) on host buffers against max
- * pooling's definition: values, indices (first max on ties, NaN wins),
- * the scattered gradient, padding / stride / dilation, and bad params. */
+/* Pooling (pool.c) on host buffers: max pooling against its definition
+ * (values, indices with the first max on ties and NaN winning, the
+ * scattered gradient, padding / stride / dilation, bad params), and
+ * average pooling's windows and divisors by construction. */
 #include <CUnit/Basic.h>
 #include <math.h>
 #include <stdint.h>
@@ -80,10 +81,60 @@ static void test_max_pool(void) {
   CU_ASSERT_EQUAL(hpu_node_validate(&bad), HPU_ERROR_UNSUPPORTED);
 }
 
+/* Average pooling of ones: an output is the count of its window's cells
+ * inside the image over the divisor (that count, the padded window's
+ * size, or the override); the backward of ones gives each input the sum
+ * of 1 / divisor over the windows holding it. */
+static void test_avg_pool(void) {
+  enum { AH = 5, AW = 4, K = 3, S = 2, PD = 1, AOH = (AH + 2 * PD - K) / S + 1, AOW = (AW + 2 * PD - K) / S + 1 };
+  float x[2 * AH * AW], y[2 * AOH * AOW], g[2 * AOH * AOW], dx[2 * AH * AW];
+  for (int i = 0; i < 2 * AH * AW; i++) x[i] = 1;
+  for (int i = 0; i < 2 * AOH * AOW; i++) g[i] = 1;
+  for (int mode = 0; mode < 3; mode++) { /* 0: count_include_pad, 1: exclude, 2: divisor 4 */
+    hpu_node_t f;
+    memset(&f, 0, sizeof f);
+    f.op = HPU_OP_AVG_POOL2D;
+    f.num_inputs = 1;
+    f.inputs[0] = T(x, HPU_FLOAT32, 2, AH, AW);
+    f.num_outputs = 1;
+    f.outputs[0] = T(y, HPU_FLOAT32, 2, AOH, AOW);
+    f.params.nn.i[0] = K, f.params.nn.i[1] = K, f.params.nn.i[2] = mode == 0, f.params.nn.i[3] = mode == 2 ? 4 : 0;
+    f.params.nn.sizes[0] = S, f.params.nn.sizes[1] = S, f.params.nn.strides[0] = PD, f.params.nn.strides[1] = PD;
+    CU_ASSERT_EQUAL_FATAL(hpu_node_validate(&f), HPU_SUCCESS);
+    CU_ASSERT_EQUAL(hpu_node_execute(&f), HPU_SUCCESS);
+    hpu_node_t b = f;
+    b.op = HPU_OP_AVG_POOL2D_BACKWARD;
+    b.inputs[0] = T(g, HPU_FLOAT32, 2, AOH, AOW);
+    b.outputs[0] = T(dx, HPU_FLOAT32, 2, AH, AW);
+    CU_ASSERT_EQUAL_FATAL(hpu_node_validate(&b), HPU_SUCCESS);
+    CU_ASSERT_EQUAL(hpu_node_execute(&b), HPU_SUCCESS);
+    float ref[2 * AH * AW] = {0};
+    for (int p = 0; p < 2; p++)
+      for (int oh = 0; oh < AOH; oh++)
+        for (int ow = 0; ow < AOW; ow++) {
+          int inside = 0;
+          for (int a = 0; a < K; a++)
+            for (int c = 0; c < K; c++) {
+              int h = oh * S - PD + a, w = ow * S - PD + c;
+              inside += h >= 0 && h < AH && w >= 0 && w < AW;
+            }
+          float div = mode == 0 ? K * K : mode == 1 ? (float)inside : 4;
+          CU_ASSERT_DOUBLE_EQUAL(y[(p * AOH + oh) * AOW + ow], inside / div, 1e-6);
+          for (int a = 0; a < K; a++)
+            for (int c = 0; c < K; c++) {
+              int h = oh * S - PD + a, w = ow * S - PD + c;
+              if (h >= 0 && h < AH && w >= 0 && w < AW) ref[(p * AH + h) * AW + w] += 1 / div;
+            }
+        }
+    for (int i = 0; i < 2 * AH * AW; i++) CU_ASSERT_DOUBLE_EQUAL(dx[i], ref[i], 1e-6);
+  }
+}
+
 int main(void) {
   CU_initialize_registry();
   CU_pSuite s = CU_add_suite("pool", NULL, NULL);
   CU_add_test(s, "max pooling and its backward by definition", test_max_pool);
+  CU_add_test(s, "average pooling of ones: windows and divisors", test_avg_pool);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failed = CU_get_number_of_failures();
