@@ -61,8 +61,9 @@ void check_devices(const c10::OperatorHandle& op, const torch::jit::Stack& stack
   check_same_device(c10::toString(op.schema().operator_name()).c_str(), ptrs);
 }
 
-// Every route to the CPU goes through here: strict mode, counting, logging.
-void note_fallback(const std::string& name) {
+}  // namespace
+
+void note_cpu_fallback(const std::string& name) {
   if (env_is("PT_HPU_CPU_FALLBACK", "0")) {
     TORCH_CHECK_NOT_IMPLEMENTED(false, "hpu has no kernel for ", name,
                                 " and CPU fallback is disabled (PT_HPU_CPU_FALLBACK=0); unset it "
@@ -71,6 +72,10 @@ void note_fallback(const std::string& name) {
   hpu_metric_add(("cpu_fallback::" + name).c_str(), 1);
   log_fallback(name);
 }
+
+namespace {
+
+void note_fallback(const std::string& name) { note_cpu_fallback(name); }
 
 void hpu_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   std::string name = c10::toString(op.schema().operator_name());
@@ -82,45 +87,10 @@ void hpu_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   at::native::cpu_fallback(op, stack, /*error_on_views=*/true);
 }
 
-// Convolutions reach a backend as the *_overrideable ops, whose default
-// kernel only raises; the boxed fallback cannot serve them (the CPU has no
-// kernel under that name), so they run PyTorch's CPU convolution directly.
-
-at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& weight,
-                                    const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
-                                    at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
-                                    at::IntArrayRef output_padding, int64_t groups) {
-  note_fallback("aten::convolution_overrideable");
-  std::optional<at::Tensor> bias_cpu;
-  if (bias.has_value() && bias->defined()) bias_cpu = bias->cpu();
-  at::Tensor out = at::convolution(input.cpu(), weight.cpu(), bias_cpu, stride, padding, dilation,
-                                   transposed, output_padding, groups);
-  return out.to(input.device());
-}
-
-std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable(
-    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
-    at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
-    at::IntArrayRef output_padding, int64_t groups, std::array<bool, 3> output_mask) {
-  note_fallback("aten::convolution_backward_overrideable");
-  int64_t out_channels = transposed ? weight.size(1) * groups : weight.size(0);
-  std::vector<int64_t> bias_sizes{out_channels};
-  auto grads = at::convolution_backward(grad_output.cpu(), input.cpu(), weight.cpu(), bias_sizes,
-                                        stride, padding, dilation, transposed, output_padding, groups,
-                                        output_mask);
-  auto back = [&](const at::Tensor& t) { return t.defined() ? t.to(input.device()) : t; };
-  return {back(std::get<0>(grads)), back(std::get<1>(grads)), back(std::get<2>(grads))};
-}
-
 }  // namespace
 
 TORCH_LIBRARY_IMPL(_, HPU, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&hpu_cpu_fallback>());
-}
-
-TORCH_LIBRARY_IMPL(aten, HPU, m) {
-  m.impl("convolution_overrideable", TORCH_FN(convolution_overrideable));
-  m.impl("convolution_backward_overrideable", TORCH_FN(convolution_backward_overrideable));
 }
 
 }  // namespace habana_torch

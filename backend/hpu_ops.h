@@ -35,6 +35,9 @@ void check_same_device(const char* op, c10::ArrayRef<const at::Tensor*> tensors)
 // the C++ refcount), which would cost every op a GIL round trip.
 c10::MaybeOwned<at::Tensor> on_device(const at::Tensor& t, const at::Tensor& like);
 at::ScalarType default_float();
+// Every route to the CPU goes through here (hpu_fallback.cpp): strict mode
+// (PT_HPU_CPU_FALLBACK=0 raises), the per-op counter, logging.
+void note_cpu_fallback(const std::string& name);
 
 // A math operand: a tensor or a scalar.
 struct Arg {

@@ -485,6 +485,10 @@ hpu_status_t hpu_validate_nn(const hpu_node_t *node) {
     case HPU_OP_LAYER_NORM: return validate_layer_norm(node);
     case HPU_OP_LAYER_NORM_BACKWARD: return validate_layer_norm_backward(node);
     case HPU_OP_GROUP_NORM: return validate_group_norm(node);
+    case HPU_OP_CONV: case HPU_OP_CONV_BACKWARD: return hpu_conv_validate(node);
+    case HPU_OP_BATCH_NORM: case HPU_OP_BATCH_NORM_BACKWARD: return hpu_batch_norm_validate(node);
+    case HPU_OP_MAX_POOL2D: case HPU_OP_MAX_POOL2D_BACKWARD:
+    case HPU_OP_AVG_POOL2D: case HPU_OP_AVG_POOL2D_BACKWARD: return hpu_pool_validate(node);
     case HPU_OP_GROUP_NORM_BACKWARD: return validate_group_norm_backward(node);
     case HPU_OP_NLL_LOSS: return validate_nll(node, 0);
     case HPU_OP_NLL_LOSS_BACKWARD: return validate_nll(node, 1);
@@ -512,6 +516,10 @@ hpu_status_t hpu_execute_nn(const hpu_node_t *node) {
     case HPU_OP_LAYER_NORM: hpu_nn_layer_norm(node); return HPU_SUCCESS;
     case HPU_OP_LAYER_NORM_BACKWARD: hpu_nn_layer_norm_backward(node); return HPU_SUCCESS;
     case HPU_OP_GROUP_NORM: return hpu_nn_group_norm(node);
+    case HPU_OP_CONV: case HPU_OP_CONV_BACKWARD: return hpu_conv_execute(node);
+    case HPU_OP_BATCH_NORM: case HPU_OP_BATCH_NORM_BACKWARD: return hpu_batch_norm_execute(node);
+    case HPU_OP_MAX_POOL2D: case HPU_OP_MAX_POOL2D_BACKWARD:
+    case HPU_OP_AVG_POOL2D: case HPU_OP_AVG_POOL2D_BACKWARD: return hpu_pool_execute(node);
     case HPU_OP_GROUP_NORM_BACKWARD: return hpu_nn_group_norm_backward(node);
     case HPU_OP_NLL_LOSS: return hpu_nn_nll_loss(node);
     case HPU_OP_NLL_LOSS_BACKWARD: return hpu_nn_nll_loss_backward(node);

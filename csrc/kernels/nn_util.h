@@ -35,6 +35,15 @@ hpu_status_t hpu_nn_masked_scatter(const hpu_node_t *node);
 hpu_status_t hpu_nn_attention(const hpu_node_t *node);
 hpu_status_t hpu_nn_attention_backward(const hpu_node_t *node);
 hpu_status_t hpu_validate_attention(const hpu_node_t *node);
+/* conv.c: HPU_OP_CONV and HPU_OP_CONV_BACKWARD. */
+hpu_status_t hpu_conv_validate(const hpu_node_t *node);
+hpu_status_t hpu_conv_execute(const hpu_node_t *node);
+/* batch_norm.c: HPU_OP_BATCH_NORM and HPU_OP_BATCH_NORM_BACKWARD. */
+hpu_status_t hpu_batch_norm_validate(const hpu_node_t *node);
+hpu_status_t hpu_batch_norm_execute(const hpu_node_t *node);
+/* pool.c: HPU_OP_MAX_POOL2D, HPU_OP_AVG_POOL2D and their backwards. */
+hpu_status_t hpu_pool_validate(const hpu_node_t *node);
+hpu_status_t hpu_pool_execute(const hpu_node_t *node);
 
 /* The dtypes of the vectorised row functions (hpu_nn_run_*, the row sums). */
 static inline int hpu_nn_row_dtype(hpu_dtype_t dt) { return dt == HPU_FLOAT32 || dt == HPU_BFLOAT16; }

@@ -81,8 +81,8 @@ def test_transformer_block_20_steps_matches_cpu():
 
 
 def test_cnn_with_batchnorm_matches_cpu(fallback_counts):
-    """Convolutions reach hpu as convolution_overrideable: served on the CPU
-    and counted like any fallback."""
+    """Convolutions run on the card (conv.c); batch norm and pooling are
+    still served on the CPU and counted like any fallback."""
     torch.manual_seed(0)
     model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
                           nn.Linear(8 * 7 * 7, 5))
@@ -92,8 +92,8 @@ def test_cnn_with_batchnorm_matches_cpu(fallback_counts):
     cpu_losses, _ = run(model, "cpu", batches, torch.optim.Adam, lr=1e-3)
     torch.testing.assert_close(torch.tensor(hpu_losses), torch.tensor(cpu_losses), **LOSS_TOLERANCE)
     counts = fallback_counts()
-    assert counts["aten::convolution_overrideable"] == 5
-    assert counts["aten::convolution_backward_overrideable"] == 5
+    assert "aten::convolution_overrideable" not in counts
+    assert "aten::convolution_backward_overrideable" not in counts
 
 
 def test_process_exits_cleanly_after_hpu_backward():

@@ -1,0 +1,73 @@
+"""Convolutions of ResNet-50 at batch 8 (224x224 input): torch's CPU
+convolution (oneDNN) against hpu's (csrc/kernels/conv.c), forward and
+backward (dx and dW; dbias too where the layer has one), float32. Eager
+mode, op + synchronize, both sides in this process, timed by bench/ops.py's
+time_pair (interleaved, with a lead-in of the same side); prints
+torch-time / hpu-time by best and by median (above 1: hpu faster).
+
+    python bench/conv.py [--reps 5] [--budget 2.0] [--threads 2] [--batch 8]
+"""
+import argparse
+import pathlib
+import statistics
+import sys
+
+import torch
+import torch.nn.functional as F
+
+import habana_torch  # noqa: F401
+import habana_torch.core as htcore
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from ops import time_pair  # noqa: E402
+
+# (name, C, H, Co, kernel, stride, padding): ResNet-50's distinct shapes
+SHAPES = [
+    ("stem 7x7/2 3->64 @224", 3, 224, 64, 7, 2, 3),
+    ("1x1 64->64 @56", 64, 56, 64, 1, 1, 0),
+    ("3x3 64->64 @56", 64, 56, 64, 3, 1, 1),
+    ("1x1 64->256 @56", 64, 56, 256, 1, 1, 0),
+    ("3x3/2 128->128 @56", 128, 56, 128, 3, 2, 1),
+    ("3x3 256->256 @14", 256, 14, 256, 3, 1, 1),
+    ("1x1/2 1024->2048 @14", 1024, 14, 2048, 1, 2, 0),
+    ("3x3 512->512 @7", 512, 7, 512, 3, 1, 1),
+]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--budget", type=float, default=2.0, help="seconds per case")
+    ap.add_argument("--settle", type=float, default=0.03)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=8)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    htcore._set_lazy_mode(False)
+    g = torch.Generator().manual_seed(0)
+    print(f"{'conv (batch %d, fp32)' % args.batch:34s} {'pass':8s} {'torch ms':>9s} {'hpu ms':>9s} "
+          f"{'best':>6s} {'median':>7s}")
+    for name, C, H, Co, k, s, p in SHAPES:
+        x = torch.randn(args.batch, C, H, H, generator=g)
+        w = torch.randn(Co, C, k, k, generator=g) * (2.0 / (C * k * k)) ** 0.5
+        dy = torch.randn(F.conv2d(x[:1], w, stride=s, padding=p).shape[1:], generator=g).expand(
+            args.batch, -1, -1, -1).contiguous()
+        xh, wh, dyh = x.to("hpu"), w.to("hpu"), dy.to("hpu")
+        cases = {
+            "forward": (lambda a, b: F.conv2d(a, b, stride=s, padding=p), (x, w), (xh, wh)),
+            "backward": (lambda d, a, b: torch.ops.aten.convolution_backward(
+                d, a, b, None, [s, s], [p, p], [1, 1], False, [0, 0], 1, [True, True, False]),
+                (dy, x, w), (dyh, xh, wh)),
+        }
+        for kind, (fn, ca, ha) in cases.items():
+            def hpu_fn():
+                fn(*ha)
+                torch.hpu.synchronize()
+
+            tc, th = time_pair(lambda: fn(*ca), hpu_fn, args.reps, args.budget, args.settle)
+            print(f"{name:34s} {kind:8s} {min(tc) * 1e3:9.2f} {min(th) * 1e3:9.2f} {min(tc) / min(th):6.2f} "
+                  f"{statistics.median(tc) / statistics.median(th):7.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

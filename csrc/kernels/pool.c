@@ -1,0 +1,220 @@
+/* HPU_OP_MAX_POOL2D / HPU_OP_AVG_POOL2D and their backwards: pooling over
+ * planes [P, H, W] (float32, contiguous), parallel over planes. The window loop
+ * clips the kernel to the image once per output row and column instead of
+ * testing every tap. The backwards scatter each plane's dy into its own dx
+ * plane, so no two threads write one element. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "hpu/parallel.h"
+#include "kernels/kernels.h"
+#include "kernels/nn_util.h"
+
+#define INVALID HPU_ERROR_INVALID_ARGUMENT
+#define TRY(x)                          \
+  do {                                  \
+    hpu_status_t st_ = (x);             \
+    if (st_ != HPU_SUCCESS) return st_; \
+  } while (0)
+
+static hpu_status_t need(const char *name, const hpu_tensor_t *t, const char *what, hpu_dtype_t dt) {
+  if (t->ndim != 3) return hpu_error(INVALID, "%s: %s must be [planes, H, W]", name, what);
+  if (t->dtype != dt)
+    return hpu_error(HPU_ERROR_UNSUPPORTED, "%s: %s must be %s, got %s", name, what, hpu_dtype_name(dt),
+                     hpu_dtype_name(t->dtype));
+  if (!hpu_tensor_is_contiguous(t)) return hpu_error(INVALID, "%s: %s must be contiguous", name, what);
+  return HPU_SUCCESS;
+}
+
+static hpu_status_t check_out(const hpu_node_t *n, int k) {
+  const char *name = hpu_op_name(n->op);
+  TRY(hpu_check_tensor(name, "output", k, &n->outputs[k]));
+  TRY(hpu_check_output(name, &n->outputs[k]));
+  for (int i = 0; i < n->num_inputs; i++) TRY(hpu_check_overlap(name, &n->outputs[k], i, &n->inputs[i], 0));
+  return HPU_SUCCESS;
+}
+
+/* Window [h0, h1) x [w0, w1) of output (oh, ow) and its divisor, as the
+ * CPU's cpu_avg_pool computes them; 0 when the window misses the image. */
+typedef struct {
+  int64_t h0, h1, w0, w1, div;
+} win_t;
+
+static win_t avg_window(const hpu_nn_params_t *p, int64_t H, int64_t W, int64_t oh, int64_t ow) {
+  win_t r;
+  r.h0 = oh * p->sizes[0] - p->strides[0];
+  r.w0 = ow * p->sizes[1] - p->strides[1];
+  r.h1 = r.h0 + p->i[0] < H + p->strides[0] ? r.h0 + p->i[0] : H + p->strides[0];
+  r.w1 = r.w0 + p->i[1] < W + p->strides[1] ? r.w0 + p->i[1] : W + p->strides[1];
+  int64_t pool_size = (r.h1 - r.h0) * (r.w1 - r.w0);
+  if (r.h0 < 0) r.h0 = 0;
+  if (r.w0 < 0) r.w0 = 0;
+  if (r.h1 > H) r.h1 = H;
+  if (r.w1 > W) r.w1 = W;
+  if (p->i[3] != 0) r.div = p->i[3];
+  else r.div = p->i[2] ? pool_size : (r.h1 - r.h0) * (r.w1 - r.w0);
+  if (r.h0 >= r.h1 || r.w0 >= r.w1) r.div = 0;
+  return r;
+}
+
+static hpu_status_t validate_avg(const hpu_node_t *n) {
+  const char *name = hpu_op_name(n->op);
+  const hpu_nn_params_t *p = &n->params.nn;
+  if (n->num_inputs != 1 || n->num_outputs != 1) return hpu_error(INVALID, "%s: wrong operand count", name);
+  TRY(hpu_check_tensor(name, "input", 0, &n->inputs[0]));
+  TRY(check_out(n, 0));
+  int fwd = n->op == HPU_OP_AVG_POOL2D;
+  const hpu_tensor_t *big = fwd ? &n->inputs[0] : &n->outputs[0], *small = fwd ? &n->outputs[0] : &n->inputs[0];
+  TRY(need(name, big, fwd ? "the input" : "grad_input", HPU_FLOAT32));
+  TRY(need(name, small, fwd ? "the output" : "the gradient", HPU_FLOAT32));
+  if (p->i[0] < 1 || p->i[1] < 1 || p->sizes[0] < 1 || p->sizes[1] < 1 || p->strides[0] < 0 || p->strides[1] < 0)
+    return hpu_error(INVALID, "%s: kernel and stride must be positive, padding non-negative", name);
+  if (small->sizes[0] != big->sizes[0]) return hpu_error(INVALID, "%s: plane counts differ", name);
+  for (int d = 0; d < 2; d++)
+    if (small->sizes[1 + d] > 0 && (small->sizes[1 + d] - 1) * p->sizes[d] - p->strides[d] >= big->sizes[1 + d])
+      return hpu_error(INVALID, "%s: output size %lld does not fit the input", name, (long long)small->sizes[1 + d]);
+  return HPU_SUCCESS;
+}
+
+static void avg_planes(void *ctx, int64_t p0, int64_t p1) {
+  const hpu_node_t *n = ctx;
+  const hpu_tensor_t *xt = &n->inputs[0], *yt = &n->outputs[0];
+  int64_t H = xt->sizes[1], W = xt->sizes[2], OH = yt->sizes[1], OW = yt->sizes[2];
+  for (int64_t q = p0; q < p1; q++) {
+    const float *x = (const float *)hpu_tensor_data(xt) + q * H * W;
+    float *y = (float *)hpu_tensor_data(yt) + q * OH * OW;
+    for (int64_t oh = 0; oh < OH; oh++)
+      for (int64_t ow = 0; ow < OW; ow++) {
+        win_t r = avg_window(&n->params.nn, H, W, oh, ow);
+        if (!r.div) {
+          y[oh * OW + ow] = 0;
+          continue;
+        }
+        float sum = 0;
+        for (int64_t h = r.h0; h < r.h1; h++)
+          for (int64_t w = r.w0; w < r.w1; w++) sum += x[h * W + w];
+        y[oh * OW + ow] = sum / (float)r.div;
+      }
+  }
+}
+
+static void avg_backward_planes(void *ctx, int64_t p0, int64_t p1) {
+  const hpu_node_t *n = ctx;
+  const hpu_tensor_t *gt = &n->inputs[0], *dt = &n->outputs[0];
+  int64_t H = dt->sizes[1], W = dt->sizes[2], OH = gt->sizes[1], OW = gt->sizes[2];
+  for (int64_t q = p0; q < p1; q++) {
+    const float *g = (const float *)hpu_tensor_data(gt) + q * OH * OW;
+    float *dx = (float *)hpu_tensor_data(dt) + q * H * W;
+    memset(dx, 0, (size_t)(H * W) * sizeof(float));
+    for (int64_t oh = 0; oh < OH; oh++)
+      for (int64_t ow = 0; ow < OW; ow++) {
+        win_t r = avg_window(&n->params.nn, H, W, oh, ow);
+        if (!r.div) continue;
+        float d = g[oh * OW + ow] / (float)r.div;
+        for (int64_t h = r.h0; h < r.h1; h++)
+          for (int64_t w = r.w0; w < r.w1; w++) dx[h * W + w] += d;
+      }
+  }
+}
+
+hpu_status_t hpu_pool_validate(const hpu_node_t *n) {
+  const char *name = hpu_op_name(n->op);
+  int avg = n->op == HPU_OP_AVG_POOL2D || n->op == HPU_OP_AVG_POOL2D_BACKWARD;
+  if (avg) return validate_avg(n);
+  int fwd = n->op == HPU_OP_MAX_POOL2D;
+  if (n->num_inputs != (fwd ? 1 : 2) || n->num_outputs != (fwd ? 2 : 1))
+    return hpu_error(INVALID, "%s: wrong operand count", name);
+  for (int i = 0; i < n->num_inputs; i++) TRY(hpu_check_tensor(name, "input", i, &n->inputs[i]));
+  for (int k = 0; k < n->num_outputs; k++) TRY(check_out(n, k));
+  if (!fwd) {
+    TRY(need(name, &n->inputs[0], "the gradient", HPU_FLOAT32));
+    TRY(need(name, &n->inputs[1], "the indices", HPU_INT64));
+    TRY(need(name, &n->outputs[0], "grad_input", HPU_FLOAT32));
+    for (int d = 0; d < 3; d++)
+      if (n->inputs[1].sizes[d] != n->inputs[0].sizes[d])
+        return hpu_error(INVALID, "%s: indices and gradient shapes differ", name);
+    if (n->outputs[0].sizes[0] != n->inputs[0].sizes[0])
+      return hpu_error(INVALID, "%s: grad_input and gradient have different plane counts", name);
+    return HPU_SUCCESS;
+  }
+  const hpu_nn_params_t *p = &n->params.nn;
+  TRY(need(name, &n->inputs[0], "the input", HPU_FLOAT32));
+  TRY(need(name, &n->outputs[0], "the output", HPU_FLOAT32));
+  TRY(need(name, &n->outputs[1], "the indices", HPU_INT64));
+  const hpu_tensor_t *x = &n->inputs[0], *y = &n->outputs[0];
+  if (p->i[0] < 1 || p->i[1] < 1 || p->i[2] < 1 || p->i[3] < 1 || p->sizes[0] < 1 || p->sizes[1] < 1 ||
+      p->strides[0] < 0 || p->strides[1] < 0)
+    return hpu_error(INVALID, "%s: kernel, stride and dilation must be positive, padding non-negative", name);
+  for (int d = 0; d < 3; d++)
+    if (n->outputs[1].sizes[d] != y->sizes[d]) return hpu_error(INVALID, "%s: indices and output shapes differ", name);
+  if (y->sizes[0] != x->sizes[0]) return hpu_error(INVALID, "%s: output and input plane counts differ", name);
+  /* every window starts inside the padded image */
+  for (int d = 0; d < 2; d++)
+    if (y->sizes[1 + d] > 0 && (y->sizes[1 + d] - 1) * p->sizes[d] - p->strides[d] >= x->sizes[1 + d])
+      return hpu_error(INVALID, "%s: output size %lld does not fit the input", name, (long long)y->sizes[1 + d]);
+  return HPU_SUCCESS;
+}
+
+static void max_planes(void *ctx, int64_t p0, int64_t p1) {
+  const hpu_node_t *n = ctx;
+  const hpu_nn_params_t *p = &n->params.nn;
+  const hpu_tensor_t *xt = &n->inputs[0], *yt = &n->outputs[0];
+  int64_t H = xt->sizes[1], W = xt->sizes[2], OH = yt->sizes[1], OW = yt->sizes[2];
+  int64_t kh = p->i[0], kw = p->i[1], dh = p->i[2], dw = p->i[3];
+  int64_t sh = p->sizes[0], sw = p->sizes[1], ph = p->strides[0], pw = p->strides[1];
+  for (int64_t q = p0; q < p1; q++) {
+    const float *x = (const float *)hpu_tensor_data(xt) + q * H * W;
+    float *y = (float *)hpu_tensor_data(yt) + q * OH * OW;
+    int64_t *ix = (int64_t *)hpu_tensor_data(&n->outputs[1]) + q * OH * OW;
+    for (int64_t oh = 0; oh < OH; oh++) {
+      int64_t h0 = oh * sh - ph;
+      for (int64_t ow = 0; ow < OW; ow++) {
+        int64_t w0 = ow * sw - pw;
+        float best = -INFINITY;
+        int64_t bi = -1;
+        for (int64_t a = 0; a < kh; a++) {
+          int64_t h = h0 + a * dh;
+          if (h < 0 || h >= H) continue;
+          for (int64_t b = 0; b < kw; b++) {
+            int64_t w = w0 + b * dw;
+            if (w < 0 || w >= W) continue;
+            float v = x[h * W + w];
+            if (bi < 0 || v > best || isnan(v)) {
+              best = v;
+              bi = h * W + w;
+              if (isnan(v)) goto done;
+            }
+          }
+        }
+      done:
+        y[oh * OW + ow] = best;
+        ix[oh * OW + ow] = bi < 0 ? 0 : bi;
+      }
+    }
+  }
+}
+
+static void max_backward_planes(void *ctx, int64_t p0, int64_t p1) {
+  const hpu_node_t *n = ctx;
+  const hpu_tensor_t *gt = &n->inputs[0], *dt = &n->outputs[0];
+  int64_t OHW = gt->sizes[1] * gt->sizes[2], HW = dt->sizes[1] * dt->sizes[2];
+  for (int64_t q = p0; q < p1; q++) {
+    const float *g = (const float *)hpu_tensor_data(gt) + q * OHW;
+    const int64_t *ix = (const int64_t *)hpu_tensor_data(&n->inputs[1]) + q * OHW;
+    float *dx = (float *)hpu_tensor_data(dt) + q * HW;
+    memset(dx, 0, (size_t)HW * sizeof(float));
+    for (int64_t i = 0; i < OHW; i++)
+      if (ix[i] >= 0 && ix[i] < HW) dx[ix[i]] += g[i];
+  }
+}
+
+hpu_status_t hpu_pool_execute(const hpu_node_t *n) {
+  int64_t planes = n->inputs[0].sizes[0];
+  hpu_range_fn fn = n->op == HPU_OP_MAX_POOL2D            ? max_planes
+                    : n->op == HPU_OP_MAX_POOL2D_BACKWARD ? max_backward_planes
+                    : n->op == HPU_OP_AVG_POOL2D          ? avg_planes
+                                                          : avg_backward_planes;
+  hpu_parallel_for(planes, 1, fn, (void *)n);
+  return HPU_SUCCESS;
+}

@@ -1,0 +1,169 @@
+/* HPU_OP_CONV / HPU_OP_CONV_BACKWARD (conv.c) on host buffers against the
+ * convolution's definition summed in double: forward, dx, dweight, dbias,
+ * for the GEMM-only 1x1 path, several images per column panel, one image in
+ * row bands, stride, padding, dilation and groups; and bad params. */
+#include <CUnit/Basic.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hpu/hpu.h"
+#include "kernels/kernels.h"
+
+typedef struct {
+  int64_t N, C, H, W, Co, KH, KW, sh, sw, ph, pw, dh, dw, G;
+} cs_t;
+
+static hpu_tensor_t T4(float *d, int64_t a, int64_t b, int64_t c, int64_t e) {
+  hpu_tensor_t t;
+  int64_t s[4] = {a, b, c, e};
+  CU_ASSERT_EQUAL_FATAL(hpu_tensor_init_contiguous(&t, d, HPU_FLOAT32, 4, s), 0);
+  return t;
+}
+static hpu_tensor_t T1(float *d, int64_t n) {
+  hpu_tensor_t t;
+  CU_ASSERT_EQUAL_FATAL(hpu_tensor_init_contiguous(&t, d, HPU_FLOAT32, 1, &n), 0);
+  return t;
+}
+
+static hpu_node_t conv_node(hpu_op_t op, const cs_t *c) {
+  hpu_node_t n;
+  memset(&n, 0, sizeof n);
+  n.op = op;
+  n.compute_dtype = HPU_FLOAT32;
+  n.params.nn.i[0] = c->G;
+  n.params.nn.i[2] = c->dh;
+  n.params.nn.i[3] = c->dw;
+  n.params.nn.sizes[0] = c->sh;
+  n.params.nn.sizes[1] = c->sw;
+  n.params.nn.strides[0] = c->ph;
+  n.params.nn.strides[1] = c->pw;
+  return n;
+}
+
+static float *rnd(int64_t n, uint32_t *seed) {
+  float *p = malloc((size_t)(n ? n : 1) * sizeof(float));
+  for (int64_t i = 0; i < n; i++) {
+    *seed = *seed * 1664525u + 1013904223u;
+    p[i] = (float)((*seed >> 8) & 0xffff) / 32768.0f - 1.0f;
+  }
+  return p;
+}
+
+static double max_rel(const float *got, const double *want, int64_t n) {
+  double scale = 1, err = 0;
+  for (int64_t i = 0; i < n; i++) scale = fmax(scale, fabs(want[i]));
+  for (int64_t i = 0; i < n; i++) err = fmax(err, fabs(got[i] - want[i]));
+  return err / scale;
+}
+
+static void check_case(cs_t c) {
+  int64_t OH = (c.H + 2 * c.ph - c.dh * (c.KH - 1) - 1) / c.sh + 1;
+  int64_t OW = (c.W + 2 * c.pw - c.dw * (c.KW - 1) - 1) / c.sw + 1;
+  int64_t Cg = c.C / c.G, Cog = c.Co / c.G;
+  int64_t nx = c.N * c.C * c.H * c.W, nw = c.Co * Cg * c.KH * c.KW, ny = c.N * c.Co * OH * OW;
+  uint32_t seed = 7;
+  float *x = rnd(nx, &seed), *w = rnd(nw, &seed), *b = rnd(c.Co, &seed), *dy = rnd(ny, &seed);
+  float *y = calloc((size_t)ny, sizeof(float)), *dx = calloc((size_t)nx, sizeof(float));
+  float *dw = calloc((size_t)nw, sizeof(float)), *db = calloc((size_t)c.Co, sizeof(float));
+  double *ry = calloc((size_t)ny, sizeof(double)), *rdx = calloc((size_t)nx, sizeof(double));
+  double *rdw = calloc((size_t)nw, sizeof(double)), *rdb = calloc((size_t)c.Co, sizeof(double));
+  /* The definition: y[n, o, i, j] = b[o] + sum x[n, g Cg + ci, i sh - ph + kh dh, j sw - pw + kw dw] w[o, ci, kh, kw] */
+  for (int64_t n = 0; n < c.N; n++)
+    for (int64_t o = 0; o < c.Co; o++)
+      for (int64_t i = 0; i < OH; i++)
+        for (int64_t j = 0; j < OW; j++) {
+          int64_t yi = ((n * c.Co + o) * OH + i) * OW + j;
+          double s = b[o];
+          rdb[o] += dy[yi];
+          for (int64_t ci = 0; ci < Cg; ci++)
+            for (int64_t kh = 0; kh < c.KH; kh++)
+              for (int64_t kw = 0; kw < c.KW; kw++) {
+                int64_t ih = i * c.sh - c.ph + kh * c.dh, iw = j * c.sw - c.pw + kw * c.dw;
+                if (ih < 0 || ih >= c.H || iw < 0 || iw >= c.W) continue;
+                int64_t xi = ((n * c.C + o / Cog * Cg + ci) * c.H + ih) * c.W + iw;
+                int64_t wi = ((o * Cg + ci) * c.KH + kh) * c.KW + kw;
+                s += (double)x[xi] * w[wi];
+                rdx[xi] += (double)dy[yi] * w[wi];
+                rdw[wi] += (double)dy[yi] * x[xi];
+              }
+          ry[yi] = s;
+        }
+  hpu_node_t f = conv_node(HPU_OP_CONV, &c);
+  f.num_inputs = 3;
+  f.inputs[0] = T4(x, c.N, c.C, c.H, c.W);
+  f.inputs[1] = T4(w, c.Co, Cg, c.KH, c.KW);
+  f.inputs[2] = T1(b, c.Co);
+  f.params.nn.i[1] = 1;
+  f.num_outputs = 1;
+  f.outputs[0] = T4(y, c.N, c.Co, OH, OW);
+  CU_ASSERT_EQUAL_FATAL(hpu_node_validate(&f), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_node_execute(&f), HPU_SUCCESS);
+  CU_ASSERT(max_rel(y, ry, ny) < 1e-5);
+  hpu_node_t bw = conv_node(HPU_OP_CONV_BACKWARD, &c);
+  bw.num_inputs = 3;
+  bw.inputs[0] = T4(dy, c.N, c.Co, OH, OW);
+  bw.inputs[1] = f.inputs[0];
+  bw.inputs[2] = f.inputs[1];
+  bw.num_outputs = 3;
+  bw.outputs[0] = T4(dx, c.N, c.C, c.H, c.W);
+  bw.outputs[1] = f.inputs[1];
+  bw.outputs[1].storage = dw;
+  bw.outputs[2] = T1(db, c.Co);
+  bw.params.nn.i[1] = 7;
+  CU_ASSERT_EQUAL_FATAL(hpu_node_validate(&bw), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_node_execute(&bw), HPU_SUCCESS);
+  CU_ASSERT(max_rel(dx, rdx, nx) < 1e-5);
+  CU_ASSERT(max_rel(dw, rdw, nw) < 1e-5);
+  CU_ASSERT(max_rel(db, rdb, c.Co) < 1e-5);
+  free(x), free(w), free(b), free(dy), free(y), free(dx), free(dw), free(db);
+  free(ry), free(rdx), free(rdw), free(rdb);
+}
+
+static void test_conv_by_definition(void) {
+  /*          N  C  H   W  Co KH KW sh sw ph pw dh dw G */
+  check_case((cs_t){2, 3, 8, 8, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1});     /* 3x3, many images per panel */
+  check_case((cs_t){2, 4, 6, 5, 8, 1, 1, 1, 1, 0, 0, 1, 1, 2});     /* 1x1: GEMM on x in place */
+  check_case((cs_t){3, 6, 9, 7, 6, 3, 2, 2, 3, 1, 0, 2, 1, 3});     /* stride, dilation, groups */
+  check_case((cs_t){2, 4, 7, 7, 4, 3, 3, 1, 1, 2, 2, 2, 2, 4});     /* depthwise */
+  check_case((cs_t){1, 16, 40, 40, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1}); /* one image in row bands */
+  check_case((cs_t){1, 2, 3, 3, 2, 5, 5, 1, 1, 2, 2, 1, 1, 1});     /* kernel wider than the input */
+}
+
+static void test_conv_rejects_bad_params(void) {
+  float buf[64] = {0};
+  cs_t c = {1, 2, 4, 4, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1};
+  hpu_node_t f = conv_node(HPU_OP_CONV, &c);
+  f.num_inputs = 2;
+  f.inputs[0] = T4(buf, 1, 2, 4, 4);
+  f.inputs[1] = T4(buf + 32, 2, 2, 3, 3);
+  f.num_outputs = 1;
+  float out[32];
+  f.outputs[0] = T4(out, 1, 2, 4, 4);
+  CU_ASSERT_EQUAL(hpu_node_validate(&f), HPU_SUCCESS);
+  hpu_node_t bad = f;
+  bad.params.nn.i[0] = 2; /* 2 channels in 2 groups need weight [2, 1, ...] */
+  CU_ASSERT_EQUAL(hpu_node_validate(&bad), HPU_ERROR_INVALID_ARGUMENT);
+  bad = f;
+  bad.params.nn.strides[0] = -1;
+  CU_ASSERT_EQUAL(hpu_node_validate(&bad), HPU_ERROR_INVALID_ARGUMENT);
+  bad = f;
+  bad.params.nn.sizes[1] = 0;
+  CU_ASSERT_EQUAL(hpu_node_validate(&bad), HPU_ERROR_INVALID_ARGUMENT);
+  bad = f;
+  bad.outputs[0] = T4(out, 1, 2, 3, 4); /* not the output size */
+  CU_ASSERT_EQUAL(hpu_node_validate(&bad), HPU_ERROR_INVALID_ARGUMENT);
+}
+
+int main(void) {
+  CU_initialize_registry();
+  CU_pSuite s = CU_add_suite("conv", NULL, NULL);
+  CU_add_test(s, "convolution and its gradients by definition", test_conv_by_definition);
+  CU_add_test(s, "bad params are rejected", test_conv_rejects_bad_params);
+  CU_basic_set_mode(CU_BRM_VERBOSE);
+  CU_basic_run_tests();
+  unsigned failed = CU_get_number_of_failures();
+  CU_cleanup_registry();
+  return failed ? 1 : 0;
+}

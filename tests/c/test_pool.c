@@ -1,0 +1,143 @@
+/* Pooling (pool.c) on host buffers: max pooling against its definition
+ * (values, indices with the first max on ties and NaN winning, the
+ * scattered gradient, padding / stride / dilation, bad params), and
+ * average pooling's windows and divisors by construction. */
+#include <CUnit/Basic.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "hpu/hpu.h"
+#include "kernels/kernels.h"
+
+static hpu_tensor_t T(void *d, hpu_dtype_t dt, int64_t a, int64_t b, int64_t c) {
+  hpu_tensor_t t;
+  int64_t s[3] = {a, b, c};
+  CU_ASSERT_EQUAL_FATAL(hpu_tensor_init_contiguous(&t, d, dt, 3, s), 0);
+  return t;
+}
+
+enum { P = 3, H = 7, W = 6, KH = 3, KW = 2, SH = 2, SW = 1, PH = 1, PW = 1, DH = 1, DW = 2 };
+enum { OH = (H + 2 * PH - DH * (KH - 1) - 1) / SH + 1, OW = (W + 2 * PW - DW * (KW - 1) - 1) / SW + 1 };
+
+static void test_max_pool(void) {
+  float x[P * H * W], y[P * OH * OW], dy[P * OH * OW], dx[P * H * W];
+  int64_t ix[P * OH * OW];
+  for (int i = 0; i < P * H * W; i++) x[i] = (float)((i * 37) % 11);  /* many ties */
+  x[H * W + 2 * W + 3] = NAN;                                          /* plane 1 */
+  hpu_node_t f;
+  memset(&f, 0, sizeof f);
+  f.op = HPU_OP_MAX_POOL2D;
+  f.num_inputs = 1;
+  f.inputs[0] = T(x, HPU_FLOAT32, P, H, W);
+  f.num_outputs = 2;
+  f.outputs[0] = T(y, HPU_FLOAT32, P, OH, OW);
+  f.outputs[1] = T(ix, HPU_INT64, P, OH, OW);
+  f.params.nn.i[0] = KH, f.params.nn.i[1] = KW, f.params.nn.i[2] = DH, f.params.nn.i[3] = DW;
+  f.params.nn.sizes[0] = SH, f.params.nn.sizes[1] = SW;
+  f.params.nn.strides[0] = PH, f.params.nn.strides[1] = PW;
+  CU_ASSERT_EQUAL_FATAL(hpu_node_validate(&f), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_node_execute(&f), HPU_SUCCESS);
+  float ref_dx[P * H * W];
+  memset(ref_dx, 0, sizeof ref_dx);
+  for (int q = 0; q < P * OH * OW; q++) dy[q] = (float)(q % 5) - 2;
+  for (int p = 0; p < P; p++)
+    for (int oh = 0; oh < OH; oh++)
+      for (int ow = 0; ow < OW; ow++) {
+        float best = -INFINITY;
+        int64_t bi = -1;
+        for (int a = 0; a < KH; a++)
+          for (int b = 0; b < KW; b++) {
+            int h = oh * SH - PH + a * DH, w = ow * SW - PW + b * DW;
+            if (h < 0 || h >= H || w < 0 || w >= W) continue;
+            float v = x[(p * H + h) * W + w];
+            if (bi >= 0 && isnan(best)) continue;
+            if (bi < 0 || v > best || isnan(v)) best = v, bi = h * W + w;
+          }
+        int q = (p * OH + oh) * OW + ow;
+        CU_ASSERT_EQUAL(ix[q], bi);
+        CU_ASSERT(isnan(best) ? isnan(y[q]) : y[q] == best);
+        ref_dx[p * H * W + bi] += dy[q];
+      }
+  hpu_node_t b;
+  memset(&b, 0, sizeof b);
+  b.op = HPU_OP_MAX_POOL2D_BACKWARD;
+  b.num_inputs = 2;
+  b.inputs[0] = T(dy, HPU_FLOAT32, P, OH, OW);
+  b.inputs[1] = T(ix, HPU_INT64, P, OH, OW);
+  b.num_outputs = 1;
+  b.outputs[0] = T(dx, HPU_FLOAT32, P, H, W);
+  CU_ASSERT_EQUAL_FATAL(hpu_node_validate(&b), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_node_execute(&b), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(memcmp(dx, ref_dx, sizeof dx), 0);
+  hpu_node_t bad = f;
+  bad.params.nn.i[0] = 0;
+  CU_ASSERT_EQUAL(hpu_node_validate(&bad), HPU_ERROR_INVALID_ARGUMENT);
+  bad = f;
+  bad.params.nn.strides[1] = -1;
+  CU_ASSERT_EQUAL(hpu_node_validate(&bad), HPU_ERROR_INVALID_ARGUMENT);
+  bad = f;
+  bad.outputs[1] = T(ix, HPU_INT32, P, OH, OW);
+  CU_ASSERT_EQUAL(hpu_node_validate(&bad), HPU_ERROR_UNSUPPORTED);
+}
+
+/* Average pooling of ones: an output is the count of its window's cells
+ * inside the image over the divisor (that count, the padded window's
+ * size, or the override); the backward of ones gives each input the sum
+ * of 1 / divisor over the windows holding it. */
+static void test_avg_pool(void) {
+  enum { AH = 5, AW = 4, K = 3, S = 2, PD = 1, AOH = (AH + 2 * PD - K) / S + 1, AOW = (AW + 2 * PD - K) / S + 1 };
+  float x[2 * AH * AW], y[2 * AOH * AOW], g[2 * AOH * AOW], dx[2 * AH * AW];
+  for (int i = 0; i < 2 * AH * AW; i++) x[i] = 1;
+  for (int i = 0; i < 2 * AOH * AOW; i++) g[i] = 1;
+  for (int mode = 0; mode < 3; mode++) { /* 0: count_include_pad, 1: exclude, 2: divisor 4 */
+    hpu_node_t f;
+    memset(&f, 0, sizeof f);
+    f.op = HPU_OP_AVG_POOL2D;
+    f.num_inputs = 1;
+    f.inputs[0] = T(x, HPU_FLOAT32, 2, AH, AW);
+    f.num_outputs = 1;
+    f.outputs[0] = T(y, HPU_FLOAT32, 2, AOH, AOW);
+    f.params.nn.i[0] = K, f.params.nn.i[1] = K, f.params.nn.i[2] = mode == 0, f.params.nn.i[3] = mode == 2 ? 4 : 0;
+    f.params.nn.sizes[0] = S, f.params.nn.sizes[1] = S, f.params.nn.strides[0] = PD, f.params.nn.strides[1] = PD;
+    CU_ASSERT_EQUAL_FATAL(hpu_node_validate(&f), HPU_SUCCESS);
+    CU_ASSERT_EQUAL(hpu_node_execute(&f), HPU_SUCCESS);
+    hpu_node_t b = f;
+    b.op = HPU_OP_AVG_POOL2D_BACKWARD;
+    b.inputs[0] = T(g, HPU_FLOAT32, 2, AOH, AOW);
+    b.outputs[0] = T(dx, HPU_FLOAT32, 2, AH, AW);
+    CU_ASSERT_EQUAL_FATAL(hpu_node_validate(&b), HPU_SUCCESS);
+    CU_ASSERT_EQUAL(hpu_node_execute(&b), HPU_SUCCESS);
+    float ref[2 * AH * AW] = {0};
+    for (int p = 0; p < 2; p++)
+      for (int oh = 0; oh < AOH; oh++)
+        for (int ow = 0; ow < AOW; ow++) {
+          int inside = 0;
+          for (int a = 0; a < K; a++)
+            for (int c = 0; c < K; c++) {
+              int h = oh * S - PD + a, w = ow * S - PD + c;
+              inside += h >= 0 && h < AH && w >= 0 && w < AW;
+            }
+          float div = mode == 0 ? K * K : mode == 1 ? (float)inside : 4;
+          CU_ASSERT_DOUBLE_EQUAL(y[(p * AOH + oh) * AOW + ow], inside / div, 1e-6);
+          for (int a = 0; a < K; a++)
+            for (int c = 0; c < K; c++) {
+              int h = oh * S - PD + a, w = ow * S - PD + c;
+              if (h >= 0 && h < AH && w >= 0 && w < AW) ref[(p * AH + h) * AW + w] += 1 / div;
+            }
+        }
+    for (int i = 0; i < 2 * AH * AW; i++) CU_ASSERT_DOUBLE_EQUAL(dx[i], ref[i], 1e-6);
+  }
+}
+
+int main(void) {
+  CU_initialize_registry();
+  CU_pSuite s = CU_add_suite("pool", NULL, NULL);
+  CU_add_test(s, "max pooling and its backward by definition", test_max_pool);
+  CU_add_test(s, "average pooling of ones: windows and divisors", test_avg_pool);
+  CU_basic_set_mode(CU_BRM_VERBOSE);
+  CU_basic_run_tests();
+  unsigned failed = CU_get_number_of_failures();
+  CU_cleanup_registry();
+  return failed ? 1 : 0;
+}

@@ -1,0 +1,131 @@
+"""Convolutions on the card (csrc/kernels/conv.c) against PyTorch's CPU
+convolution: forward and all three gradients, 1-d and 2-d, stride, padding,
+dilation, groups (depthwise too), bias or not, float32 and bf16, and no CPU
+fallback. Bad arguments raise PyTorch's errors."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+
+# (N, C, H, W, Co, kernel, stride, padding, dilation, groups)
+CASES_2D = [
+    (2, 3, 8, 8, 4, 3, 1, 1, 1, 1),          # ResNet 3x3
+    (2, 4, 9, 7, 6, 3, 2, 1, 1, 2),          # stride 2, groups, odd sizes
+    (3, 8, 10, 10, 8, 3, 1, 2, 2, 8),        # depthwise, dilated
+    (2, 4, 6, 6, 8, 1, 1, 0, 1, 1),          # 1x1: straight GEMM
+    (2, 4, 7, 7, 8, 1, 2, 0, 1, 1),          # 1x1 stride 2 (downsample)
+    (2, 3, 12, 12, 5, (7, 5), (2, 3), (3, 1), (1, 2), 1),  # stem-like, rectangular
+    (5, 6, 4, 4, 6, 3, 1, 1, 1, 3),          # several images per column panel
+    (1, 16, 40, 40, 8, 3, 1, 1, 1, 1),       # one image over several row bands
+]
+
+
+def run(fn, args, kw, dtype, bias):
+    """Forward and backward of fn on the CPU and the card; returns both
+    results and gradients."""
+    torch.manual_seed(0)
+    x, w = (torch.randn(*s, dtype=dtype) for s in args)
+    b = torch.randn(w.shape[0], dtype=dtype) if bias else None
+    out = []
+    for dev in ("cpu", "hpu"):
+        leaves = [t.detach().to(dev).requires_grad_() for t in (x, w, b) if t is not None]
+        y = fn(*leaves, None, **kw) if not bias else fn(*leaves, **kw)
+        torch.manual_seed(1)
+        gy = torch.randn(y.shape, dtype=dtype).to(dev)
+        y.backward(gy)
+        out.append([y.detach().cpu()] + [t.grad.cpu() for t in leaves])
+    return out
+
+
+def compare(cpu, hpu, dtype):
+    for c, h in zip(cpu, hpu):
+        assert h.dtype == c.dtype and h.shape == c.shape
+        if dtype == torch.float32:
+            scale = c.abs().max().item() + 1
+            torch.testing.assert_close(h, c, rtol=1e-5, atol=2e-6 * scale)
+        else:
+            # float accumulation, one rounding, as the CPU's bf16 kernels: a
+            # step apart at most (steps of the tensor's largest magnitude, as
+            # a sum that cancels to near 0 keeps the error of its terms).
+            scale = c.float().abs().max().item()
+            torch.testing.assert_close(h.float(), c.float(), rtol=2 ** -8, atol=2 ** -8 * scale)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("case", CASES_2D)
+def test_conv2d_matches_cpu(case, bias, dtype, fallback_counts):
+    N, C, H, W, Co, k, s, p, d, g = case
+    kh, kw = (k, k) if isinstance(k, int) else k
+    cpu, hpu = run(F.conv2d, [(N, C, H, W), (Co, C // g, kh, kw)],
+                   dict(stride=s, padding=p, dilation=d, groups=g), dtype, bias)
+    compare(cpu, hpu, dtype)
+    assert fallback_counts() == {}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("case", [(2, 3, 20, 4, 5, 2, 3, 2, 1), (3, 4, 9, 4, 3, 1, 1, 1, 2)])
+def test_conv1d_matches_cpu(case, dtype, fallback_counts):
+    N, C, L, Co, k, s, p, d, g = case
+    cpu, hpu = run(F.conv1d, [(N, C, L), (Co, C // g, k)],
+                   dict(stride=s, padding=p, dilation=d, groups=g), dtype, True)
+    compare(cpu, hpu, dtype)
+    assert fallback_counts() == {}
+
+
+def test_conv_layouts_and_batchless(fallback_counts):
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(4, 6, 3, padding=1)
+    x = torch.randn(2, 4, 7, 7)
+    hconv = torch.nn.Conv2d(4, 6, 3, padding=1).to("hpu")
+    hconv.load_state_dict(conv.state_dict())
+    # channels_last and a non-contiguous slice give the same numbers
+    for xin in (x.to(memory_format=torch.channels_last), x[:, :, :, :]):
+        torch.testing.assert_close(hconv(xin.to("hpu")).cpu(), conv(xin), rtol=1e-5, atol=1e-5)
+    xt = torch.randn(4, 7, 9).transpose(1, 2)
+    torch.testing.assert_close(hconv(xt.to("hpu")).cpu(), conv(xt), rtol=1e-5, atol=1e-5)
+    # batchless input, and an empty batch
+    torch.testing.assert_close(hconv(x[0].to("hpu")).cpu(), conv(x[0]), rtol=1e-5, atol=1e-5)
+    e = hconv(torch.randn(0, 4, 7, 7, device="hpu"))
+    assert e.shape == (0, 6, 7, 7)
+    assert fallback_counts() == {}
+
+
+def test_conv_input_grad_only(fallback_counts):
+    """Frozen weights: only the input gradient is asked for."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 6, 6)
+    w = torch.randn(5, 3, 3, 3)
+    xc = x.clone().requires_grad_()
+    F.conv2d(xc, w, stride=2, padding=1).sum().backward()
+    xh = x.to("hpu").requires_grad_()
+    F.conv2d(xh, w.to("hpu"), stride=2, padding=1).sum().backward()
+    torch.testing.assert_close(xh.grad.cpu(), xc.grad, rtol=1e-5, atol=1e-5)
+    assert fallback_counts() == {}
+
+
+def test_conv_under_autocast(fallback_counts):
+    torch.manual_seed(0)
+    x, w = torch.randn(2, 3, 8, 8), torch.randn(4, 3, 3, 3)
+    with torch.autocast("hpu", dtype=torch.bfloat16):
+        yh = F.conv2d(x.to("hpu"), w.to("hpu"), padding=1)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        yc = F.conv2d(x, w, padding=1)
+    assert yh.dtype == torch.bfloat16
+    torch.testing.assert_close(yh.cpu().float(), yc.float(), rtol=2 ** -8, atol=2 ** -8 * yc.abs().max().item())
+    assert fallback_counts() == {}
+
+
+@pytest.mark.parametrize("bad, match", [
+    (lambda x, w: F.conv2d(x, w[:, :2]), "channels"),
+    (lambda x, w: F.conv2d(x, w, padding=-1), "negative padding"),
+    (lambda x, w: F.conv2d(x, w, stride=0), "stride"),
+    (lambda x, w: F.conv2d(x, w, groups=2), "groups|channels"),
+    (lambda x, w: F.conv2d(x[:, :, :2, :2], w), "Kernel size"),
+    (lambda x, w: F.conv2d(x, w.cpu()), "device"),
+])
+def test_conv_bad_input(bad, match):
+    x = torch.randn(2, 3, 8, 8, device="hpu")
+    w = torch.randn(4, 3, 3, 3, device="hpu")
+    with pytest.raises((RuntimeError, ValueError), match=match):
+        bad(x, w)
