@@ -13,11 +13,6 @@
 #include "kernels/nn_util.h"
 
 #define INVALID HPU_ERROR_INVALID_ARGUMENT
-#define TRY(x)                          \
-  do {                                  \
-    hpu_status_t st_ = (x);             \
-    if (st_ != HPU_SUCCESS) return st_; \
-  } while (0)
 
 static hpu_status_t need(const char *name, const hpu_tensor_t *t, const char *what, int nd, int64_t a, int64_t b) {
   if (t->ndim != nd || t->sizes[0] != a || (nd > 1 && t->sizes[1] != b))
@@ -25,14 +20,6 @@ static hpu_status_t need(const char *name, const hpu_tensor_t *t, const char *wh
   if (t->dtype != HPU_FLOAT32)
     return hpu_error(HPU_ERROR_UNSUPPORTED, "%s: %s must be float32, got %s", name, what, hpu_dtype_name(t->dtype));
   if (!hpu_tensor_is_contiguous(t)) return hpu_error(INVALID, "%s: %s must be contiguous", name, what);
-  return HPU_SUCCESS;
-}
-
-static hpu_status_t check_out(const hpu_node_t *n, int k) {
-  const char *name = hpu_op_name(n->op);
-  TRY(hpu_check_tensor(name, "output", k, &n->outputs[k]));
-  TRY(hpu_check_output(name, &n->outputs[k]));
-  for (int i = 0; i < n->num_inputs; i++) TRY(hpu_check_overlap(name, &n->outputs[k], i, &n->inputs[i], 0));
   return HPU_SUCCESS;
 }
 
@@ -48,19 +35,19 @@ static int same3(const hpu_tensor_t *a, const hpu_tensor_t *b) {
 
 hpu_status_t hpu_batch_norm_validate(const hpu_node_t *n) {
   const char *name = hpu_op_name(n->op);
-  for (int i = 0; i < n->num_inputs && i < HPU_MAX_INPUTS; i++) TRY(hpu_check_tensor(name, "input", i, &n->inputs[i]));
+  for (int i = 0; i < n->num_inputs && i < HPU_MAX_INPUTS; i++) HPU_TRY(hpu_check_tensor(name, "input", i, &n->inputs[i]));
   if (n->op == HPU_OP_BATCH_NORM) {
     int train = n->params.nn.i[0] != 0;
     if (n->num_inputs != (train ? 2 : 3) || n->num_outputs != 2)
       return hpu_error(INVALID, "%s: expects %d inputs and 2 outputs", name, train ? 2 : 3);
     const hpu_tensor_t *x = &n->inputs[0];
-    TRY(need_x(name, x, "the input"));
+    HPU_TRY(need_x(name, x, "the input"));
     int64_t C = x->sizes[1];
-    TRY(need(name, &n->inputs[1], "weight/bias", 2, 2, C));
-    if (!train) TRY(need(name, &n->inputs[2], "the running statistics", 2, 2, C));
-    TRY(check_out(n, 0));
-    TRY(check_out(n, 1));
-    TRY(need_x(name, &n->outputs[0], "the output"));
+    HPU_TRY(need(name, &n->inputs[1], "weight/bias", 2, 2, C));
+    if (!train) HPU_TRY(need(name, &n->inputs[2], "the running statistics", 2, 2, C));
+    HPU_TRY(hpu_check_node_output(n, 0));
+    HPU_TRY(hpu_check_node_output(n, 1));
+    HPU_TRY(need_x(name, &n->outputs[0], "the output"));
     if (!same3(x, &n->outputs[0])) return hpu_error(INVALID, "%s: output and input shapes differ", name);
     return need(name, &n->outputs[1], "the statistics", 2, 3, C);
   }
@@ -69,20 +56,20 @@ hpu_status_t hpu_batch_norm_validate(const hpu_node_t *n) {
   if (n->num_inputs != 3 + has_w || n->num_outputs != 3)
     return hpu_error(INVALID, "%s: expects %d inputs and 3 outputs", name, 3 + has_w);
   const hpu_tensor_t *dy = &n->inputs[0], *x = &n->inputs[1];
-  TRY(need_x(name, dy, "the gradient"));
-  TRY(need_x(name, x, "the input"));
+  HPU_TRY(need_x(name, dy, "the gradient"));
+  HPU_TRY(need_x(name, x, "the input"));
   if (!same3(dy, x)) return hpu_error(INVALID, "%s: gradient and input shapes differ", name);
   int64_t C = x->sizes[1];
-  TRY(need(name, &n->inputs[2], "the statistics", 2, 2, C));
-  if (has_w) TRY(need(name, &n->inputs[3], "the weight", 1, C, 0));
+  HPU_TRY(need(name, &n->inputs[2], "the statistics", 2, 2, C));
+  if (has_w) HPU_TRY(need(name, &n->inputs[3], "the weight", 1, C, 0));
   for (int k = 0; k < 3; k++) {
     if (!((mask >> k) & 1)) continue;
-    TRY(check_out(n, k));
+    HPU_TRY(hpu_check_node_output(n, k));
     if (k == 0) {
-      TRY(need_x(name, &n->outputs[0], "grad_input"));
+      HPU_TRY(need_x(name, &n->outputs[0], "grad_input"));
       if (!same3(x, &n->outputs[0])) return hpu_error(INVALID, "%s: grad_input and input shapes differ", name);
     } else {
-      TRY(need(name, &n->outputs[k], "dweight/dbias", 1, C, 0));
+      HPU_TRY(need(name, &n->outputs[k], "dweight/dbias", 1, C, 0));
     }
   }
   return HPU_SUCCESS;

@@ -23,11 +23,6 @@
 #include "kernels/nn_util.h"
 
 #define INVALID HPU_ERROR_INVALID_ARGUMENT
-#define TRY(x)                          \
-  do {                                  \
-    hpu_status_t st_ = (x);             \
-    if (st_ != HPU_SUCCESS) return st_; \
-  } while (0)
 
 /* Bytes of one column panel: a few hundred KB sits in L2 next to the
  * GEMM's packed panels. But a panel is at least MIN_COLS pixels wide: with
@@ -84,20 +79,12 @@ static hpu_status_t need_shape(const char *name, const hpu_tensor_t *t, const ch
   return HPU_SUCCESS;
 }
 
-static hpu_status_t check_out(const hpu_node_t *n, int k) {
-  const char *name = hpu_op_name(n->op);
-  TRY(hpu_check_tensor(name, "output", k, &n->outputs[k]));
-  TRY(hpu_check_output(name, &n->outputs[k]));
-  for (int i = 0; i < n->num_inputs; i++) TRY(hpu_check_overlap(name, &n->outputs[k], i, &n->inputs[i], 0));
-  return HPU_SUCCESS;
-}
-
 /* x and weight (inputs xi and wi) and the params agree. */
 static hpu_status_t check_geometry(const hpu_node_t *n, int xi, int wi, geo_t *g) {
   const char *name = hpu_op_name(n->op);
   const hpu_tensor_t *x = &n->inputs[xi], *w = &n->inputs[wi];
-  TRY(need(name, x, "the input", 4));
-  TRY(need(name, w, "the weight", 4));
+  HPU_TRY(need(name, x, "the input", 4));
+  HPU_TRY(need(name, w, "the weight", 4));
   *g = geometry(n, x, w);
   if (g->G < 1) return hpu_error(INVALID, "%s: groups must be positive, got %lld", name, (long long)g->G);
   if (g->sh < 1 || g->sw < 1 || g->dh < 1 || g->dw < 1 || g->ph < 0 || g->pw < 0)
@@ -117,30 +104,30 @@ hpu_status_t hpu_conv_validate(const hpu_node_t *n) {
     int has_b = n->params.nn.i[1] != 0;
     if (n->num_inputs != 2 + has_b || n->num_outputs != 1)
       return hpu_error(INVALID, "%s: expects %d inputs and 1 output", name, 2 + has_b);
-    for (int i = 0; i < n->num_inputs; i++) TRY(hpu_check_tensor(name, "input", i, &n->inputs[i]));
-    TRY(check_geometry(n, 0, 1, &g));
+    for (int i = 0; i < n->num_inputs; i++) HPU_TRY(hpu_check_tensor(name, "input", i, &n->inputs[i]));
+    HPU_TRY(check_geometry(n, 0, 1, &g));
     if (has_b) {
-      TRY(need(name, &n->inputs[2], "the bias", 1));
+      HPU_TRY(need(name, &n->inputs[2], "the bias", 1));
       if (n->inputs[2].sizes[0] != g.Co) return hpu_error(INVALID, "%s: bias must be [%lld]", name, (long long)g.Co);
     }
-    TRY(check_out(n, 0));
-    TRY(need(name, &n->outputs[0], "the output", 4));
+    HPU_TRY(hpu_check_node_output(n, 0));
+    HPU_TRY(need(name, &n->outputs[0], "the output", 4));
     return need_shape(name, &n->outputs[0], "the output", g.N, g.Co, g.OH, g.OW);
   }
   int64_t mask = n->params.nn.i[1];
   if (n->num_inputs != 3 || n->num_outputs != 3)
     return hpu_error(INVALID, "%s: expects 3 inputs and 3 outputs", name);
-  for (int i = 0; i < 3; i++) TRY(hpu_check_tensor(name, "input", i, &n->inputs[i]));
-  TRY(check_geometry(n, 1, 2, &g));
-  TRY(need(name, &n->inputs[0], "the gradient", 4));
-  TRY(need_shape(name, &n->inputs[0], "the gradient", g.N, g.Co, g.OH, g.OW));
+  for (int i = 0; i < 3; i++) HPU_TRY(hpu_check_tensor(name, "input", i, &n->inputs[i]));
+  HPU_TRY(check_geometry(n, 1, 2, &g));
+  HPU_TRY(need(name, &n->inputs[0], "the gradient", 4));
+  HPU_TRY(need_shape(name, &n->inputs[0], "the gradient", g.N, g.Co, g.OH, g.OW));
   static const char *what[3] = {"grad_input", "grad_weight", "grad_bias"};
   for (int k = 0; k < 3; k++) {
     if (!((mask >> k) & 1)) continue;
-    TRY(check_out(n, k));
-    TRY(need(name, &n->outputs[k], what[k], k == 2 ? 1 : 4));
-    if (k == 0) TRY(need_shape(name, &n->outputs[0], what[0], g.N, g.C, g.H, g.W));
-    if (k == 1) TRY(need_shape(name, &n->outputs[1], what[1], g.Co, g.Cg, g.KH, g.KW));
+    HPU_TRY(hpu_check_node_output(n, k));
+    HPU_TRY(need(name, &n->outputs[k], what[k], k == 2 ? 1 : 4));
+    if (k == 0) HPU_TRY(need_shape(name, &n->outputs[0], what[0], g.N, g.C, g.H, g.W));
+    if (k == 1) HPU_TRY(need_shape(name, &n->outputs[1], what[1], g.Co, g.Cg, g.KH, g.KW));
     if (k == 2 && n->outputs[2].sizes[0] != g.Co)
       return hpu_error(INVALID, "%s: grad_bias must be [%lld]", name, (long long)g.Co);
   }
@@ -460,7 +447,7 @@ static hpu_status_t conv_backward(const hpu_node_t *n) {
     if (!dw) return HPU_SUCCESS;
   }
   if (dx && g.sh == 1 && g.sw == 1 && g.ph <= g.dh * (g.KH - 1) && g.pw <= g.dw * (g.KW - 1)) {
-    TRY(dx_as_convolution(n, &g, dy, w, dx));
+    HPU_TRY(dx_as_convolution(n, &g, dy, w, dx));
     dx = NULL;
     if (!dw) return HPU_SUCCESS;
   }

@@ -51,6 +51,15 @@ hpu_status_t hpu_check_overlap(const char *name, const hpu_tensor_t *out, int id
                                const hpu_tensor_t *in, int allow_alias);
 /* No two output elements share memory (no stride-0 dims). */
 hpu_status_t hpu_check_output(const char *name, const hpu_tensor_t *out);
+/* Output k of node n is a valid tensor, has no stride-0 dims and overlaps
+ * none of n's inputs. */
+hpu_status_t hpu_check_node_output(const hpu_node_t *n, int k);
+/* Returns from the calling function when the status is an error. */
+#define HPU_TRY(x)                      \
+  do {                                  \
+    hpu_status_t st_ = (x);             \
+    if (st_ != HPU_SUCCESS) return st_; \
+  } while (0)
 hpu_status_t hpu_check_scalar(const char *name, const char *what, hpu_scalar_t s);
 /* "[2, 3]" */
 void hpu_shape_str(const hpu_tensor_t *t, char *buf, size_t len);

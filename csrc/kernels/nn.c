@@ -11,11 +11,6 @@
 #include "kernels/nn_util.h"
 
 #define INVALID HPU_ERROR_INVALID_ARGUMENT
-#define TRY(x)                          \
-  do {                                  \
-    hpu_status_t st_ = (x);             \
-    if (st_ != HPU_SUCCESS) return st_; \
-  } while (0)
 
 static int64_t numel(const hpu_tensor_t *t) { return hpu_tensor_numel(t); }
 
@@ -31,16 +26,7 @@ static hpu_status_t counts(const hpu_node_t *n, int in_lo, int in_hi, int out_lo
   if (n->num_outputs < out_lo || n->num_outputs > out_hi)
     return hpu_error(INVALID, "%s: expects %d to %d outputs, got %d", name, out_lo, out_hi,
                      n->num_outputs);
-  for (int i = 0; i < n->num_inputs; i++) TRY(hpu_check_tensor(name, "input", i, &n->inputs[i]));
-  return HPU_SUCCESS;
-}
-
-static hpu_status_t check_out(const hpu_node_t *n, int k) {
-  const char *name = hpu_op_name(n->op);
-  TRY(hpu_check_tensor(name, "output", k, &n->outputs[k]));
-  TRY(hpu_check_output(name, &n->outputs[k]));
-  for (int i = 0; i < n->num_inputs; i++)
-    TRY(hpu_check_overlap(name, &n->outputs[k], i, &n->inputs[i], 0));
+  for (int i = 0; i < n->num_inputs; i++) HPU_TRY(hpu_check_tensor(name, "input", i, &n->inputs[i]));
   return HPU_SUCCESS;
 }
 
@@ -88,7 +74,7 @@ static hpu_status_t need_float(const char *name, const hpu_tensor_t *t, const ch
 
 static hpu_status_t validate_reduce(const hpu_node_t *n) {
   const char *name = hpu_op_name(n->op);
-  TRY(counts(n, 1, 1, 1, 2));
+  HPU_TRY(counts(n, 1, 1, 1, 2));
   const hpu_tensor_t *in = &n->inputs[0];
   int64_t kind = n->params.nn.i[0], mask = n->params.nn.i[1];
   if (kind < 0 || kind >= HPU_REDUCE_KIND_COUNT)
@@ -99,7 +85,7 @@ static hpu_status_t validate_reduce(const hpu_node_t *n) {
     return hpu_error(INVALID, "%s: dim mask 0x%llx names dims beyond %d", name,
                      (unsigned long long)mask, in->ndim);
   for (int k = 0; k < n->num_outputs; k++) {
-    TRY(check_out(n, k));
+    HPU_TRY(hpu_check_node_output(n, k));
     const hpu_tensor_t *o = &n->outputs[k];
     int ok = o->ndim == in->ndim;
     for (int d = 0; ok && d < in->ndim; d++)
@@ -116,16 +102,16 @@ static hpu_status_t validate_reduce(const hpu_node_t *n) {
 
 static hpu_status_t validate_argreduce(const hpu_node_t *n) {
   const char *name = hpu_op_name(n->op);
-  TRY(counts(n, 1, 1, 1, 2));
+  HPU_TRY(counts(n, 1, 1, 1, 2));
   const hpu_tensor_t *in = &n->inputs[0];
   int64_t kind = n->params.nn.i[0], dim = n->params.nn.i[1];
   if (kind != HPU_REDUCE_AMAX && kind != HPU_REDUCE_AMIN)
     return hpu_error(INVALID, "%s: kind must be max or min", name);
-  TRY(check_dim(name, dim, in));
+  HPU_TRY(check_dim(name, dim, in));
   if (numel(in) > 0 && size_at(in, dim) == 0)
     return hpu_error(INVALID, "%s: cannot reduce an empty dim", name);
   for (int k = 0; k < n->num_outputs; k++) {
-    TRY(check_out(n, k));
+    HPU_TRY(hpu_check_node_output(n, k));
     const hpu_tensor_t *o = &n->outputs[k];
     int ok = o->ndim == in->ndim;
     for (int d = 0; ok && d < in->ndim; d++) ok = o->sizes[d] == (d == dim ? 1 : in->sizes[d]);
@@ -138,26 +124,26 @@ static hpu_status_t validate_argreduce(const hpu_node_t *n) {
 
 static hpu_status_t validate_same_shape_op(const hpu_node_t *n, int nin, int contig) {
   const char *name = hpu_op_name(n->op);
-  TRY(counts(n, nin, nin, 1, 1));
-  TRY(check_out(n, 0));
-  TRY(check_dim(name, n->params.nn.i[0], &n->inputs[0]));
+  HPU_TRY(counts(n, nin, nin, 1, 1));
+  HPU_TRY(hpu_check_node_output(n, 0));
+  HPU_TRY(check_dim(name, n->params.nn.i[0], &n->inputs[0]));
   for (int i = 0; i < nin; i++) {
-    TRY(same_shape(name, &n->inputs[i], &n->outputs[0], "input and output"));
-    if (contig) TRY(need_contig(name, &n->inputs[i], "the input"));
+    HPU_TRY(same_shape(name, &n->inputs[i], &n->outputs[0], "input and output"));
+    if (contig) HPU_TRY(need_contig(name, &n->inputs[i], "the input"));
   }
   if (contig) {
-    TRY(need_contig(name, &n->outputs[0], "the output"));
-    TRY(need_float(name, &n->outputs[0], "the output"));
+    HPU_TRY(need_contig(name, &n->outputs[0], "the output"));
+    HPU_TRY(need_float(name, &n->outputs[0], "the output"));
   }
   return HPU_SUCCESS;
 }
 
 static hpu_status_t validate_cumsum(const hpu_node_t *n) {
-  TRY(validate_same_shape_op(n, 1, 0));
+  HPU_TRY(validate_same_shape_op(n, 1, 0));
   int64_t mode = n->params.nn.i[1];
   if (mode < 0 || mode > 2)
     return hpu_error(INVALID, "cumsum: invalid mode %lld (0 sum, 1 product, 2 log-sum-exp)", (long long)mode);
-  if (mode == 2) TRY(need_float("logcumsumexp", &n->outputs[0], "the output"));
+  if (mode == 2) HPU_TRY(need_float("logcumsumexp", &n->outputs[0], "the output"));
   return HPU_SUCCESS;
 }
 
@@ -165,17 +151,17 @@ static hpu_status_t validate_layer_norm(const hpu_node_t *n) {
   const char *name = hpu_op_name(n->op);
   int64_t flags = n->params.nn.i[0];
   int nin = 1 + (flags & 1) + ((flags >> 1) & 1);
-  TRY(counts(n, nin, nin, 3, 3));
+  HPU_TRY(counts(n, nin, nin, 3, 3));
   const hpu_tensor_t *x = &n->inputs[0];
   if (x->ndim != 2) return hpu_error(INVALID, "%s: input must be [M, N]", name);
-  TRY(need_contig(name, x, "the input"));
-  TRY(need_float(name, x, "the input"));
+  HPU_TRY(need_contig(name, x, "the input"));
+  HPU_TRY(need_float(name, x, "the input"));
   for (int i = 1; i < nin; i++)
     if (n->inputs[i].ndim != 1 || n->inputs[i].sizes[0] != x->sizes[1])
       return hpu_error(INVALID, "%s: weight/bias must be [N]", name);
-  for (int k = 0; k < 3; k++) TRY(check_out(n, k));
-  TRY(same_shape(name, x, &n->outputs[0], "input and output"));
-  TRY(need_contig(name, &n->outputs[0], "the output"));
+  for (int k = 0; k < 3; k++) HPU_TRY(hpu_check_node_output(n, k));
+  HPU_TRY(same_shape(name, x, &n->outputs[0], "input and output"));
+  HPU_TRY(need_contig(name, &n->outputs[0], "the output"));
   for (int k = 1; k < 3; k++)
     if (numel(&n->outputs[k]) != x->sizes[0])
       return hpu_error(INVALID, "%s: mean/rstd must have M elements", name);
@@ -185,24 +171,24 @@ static hpu_status_t validate_layer_norm(const hpu_node_t *n) {
 static hpu_status_t validate_layer_norm_backward(const hpu_node_t *n) {
   const char *name = hpu_op_name(n->op);
   int64_t mask = n->params.nn.i[0], has_w = n->params.nn.i[1] != 0;
-  TRY(counts(n, 3 + (int)has_w, 3 + (int)has_w, 3, 3));
+  HPU_TRY(counts(n, 3 + (int)has_w, 3 + (int)has_w, 3, 3));
   const hpu_tensor_t *dy = &n->inputs[0], *x = &n->inputs[1], *st = &n->inputs[2];
   if (x->ndim != 2) return hpu_error(INVALID, "%s: input must be [M, N]", name);
   int64_t M = x->sizes[0], N = x->sizes[1];
-  TRY(same_shape(name, dy, x, "grad and input"));
-  TRY(need_contig(name, dy, "the gradient"));
-  TRY(need_contig(name, x, "the input"));
-  TRY(need_float(name, x, "the input"));
+  HPU_TRY(same_shape(name, dy, x, "grad and input"));
+  HPU_TRY(need_contig(name, dy, "the gradient"));
+  HPU_TRY(need_contig(name, x, "the input"));
+  HPU_TRY(need_float(name, x, "the input"));
   if (st->ndim != 2 || st->sizes[0] != 2 || st->sizes[1] != M)
     return hpu_error(INVALID, "%s: stats must be [2, M]", name);
   if (has_w && (n->inputs[3].ndim != 1 || n->inputs[3].sizes[0] != N))
     return hpu_error(INVALID, "%s: weight must be [N]", name);
   for (int k = 0; k < 3; k++) {
     if (!((mask >> k) & 1)) continue;
-    TRY(check_out(n, k));
+    HPU_TRY(hpu_check_node_output(n, k));
     if (k == 0) {
-      TRY(same_shape(name, &n->outputs[0], x, "grad_input and input"));
-      TRY(need_contig(name, &n->outputs[0], "grad_input"));
+      HPU_TRY(same_shape(name, &n->outputs[0], x, "grad_input and input"));
+      HPU_TRY(need_contig(name, &n->outputs[0], "grad_input"));
     } else if (numel(&n->outputs[k]) != N) {
       return hpu_error(INVALID, "%s: dweight/dbias must have N elements", name);
     }
@@ -215,8 +201,8 @@ static hpu_status_t check_group_norm_x(const hpu_node_t *n, const hpu_tensor_t *
                                        int first, int nparams) {
   const char *name = hpu_op_name(n->op);
   if (x->ndim != 3) return hpu_error(INVALID, "%s: input must be [N, C, HxW]", name);
-  TRY(need_contig(name, x, "the input"));
-  TRY(need_float(name, x, "the input"));
+  HPU_TRY(need_contig(name, x, "the input"));
+  HPU_TRY(need_float(name, x, "the input"));
   int64_t C = x->sizes[1];
   if (G <= 0 || C % G != 0)
     return hpu_error(INVALID, "%s: %lld channels do not split into %lld groups", name,
@@ -224,7 +210,7 @@ static hpu_status_t check_group_norm_x(const hpu_node_t *n, const hpu_tensor_t *
   for (int i = first; i < first + nparams; i++) {
     if (n->inputs[i].ndim != 1 || n->inputs[i].sizes[0] != C)
       return hpu_error(INVALID, "%s: weight/bias must be [C]", name);
-    TRY(need_float(name, &n->inputs[i], "weight/bias"));
+    HPU_TRY(need_float(name, &n->inputs[i], "weight/bias"));
   }
   return HPU_SUCCESS;
 }
@@ -233,14 +219,14 @@ static hpu_status_t validate_group_norm(const hpu_node_t *n) {
   const char *name = hpu_op_name(n->op);
   int64_t flags = n->params.nn.i[0];
   int np = (int)(flags & 1) + (int)((flags >> 1) & 1);
-  TRY(counts(n, 1 + np, 1 + np, 3, 3));
+  HPU_TRY(counts(n, 1 + np, 1 + np, 3, 3));
   const hpu_tensor_t *x = &n->inputs[0];
-  TRY(check_group_norm_x(n, x, n->params.nn.i[1], 1, np));
-  for (int k = 0; k < 3; k++) TRY(check_out(n, k));
-  TRY(same_shape(name, x, &n->outputs[0], "input and output"));
-  TRY(need_contig(name, &n->outputs[0], "the output"));
+  HPU_TRY(check_group_norm_x(n, x, n->params.nn.i[1], 1, np));
+  for (int k = 0; k < 3; k++) HPU_TRY(hpu_check_node_output(n, k));
+  HPU_TRY(same_shape(name, x, &n->outputs[0], "input and output"));
+  HPU_TRY(need_contig(name, &n->outputs[0], "the output"));
   for (int k = 1; k < 3; k++) {
-    TRY(need_float(name, &n->outputs[k], "mean/rstd"));
+    HPU_TRY(need_float(name, &n->outputs[k], "mean/rstd"));
     if (numel(&n->outputs[k]) != x->sizes[0] * n->params.nn.i[1])
       return hpu_error(INVALID, "%s: mean/rstd must have N * G elements", name);
   }
@@ -251,22 +237,22 @@ static hpu_status_t validate_group_norm_backward(const hpu_node_t *n) {
   const char *name = hpu_op_name(n->op);
   int64_t mask = n->params.nn.i[0], G = n->params.nn.i[2];
   int has_w = n->params.nn.i[1] != 0;
-  TRY(counts(n, 3 + has_w, 3 + has_w, 3, 3));
+  HPU_TRY(counts(n, 3 + has_w, 3 + has_w, 3, 3));
   const hpu_tensor_t *dy = &n->inputs[0], *x = &n->inputs[1], *st = &n->inputs[2];
-  TRY(check_group_norm_x(n, x, G, 3, has_w));
-  TRY(same_shape(name, dy, x, "grad and input"));
-  TRY(need_contig(name, dy, "the gradient"));
-  TRY(need_float(name, dy, "the gradient"));
+  HPU_TRY(check_group_norm_x(n, x, G, 3, has_w));
+  HPU_TRY(same_shape(name, dy, x, "grad and input"));
+  HPU_TRY(need_contig(name, dy, "the gradient"));
+  HPU_TRY(need_float(name, dy, "the gradient"));
   if (st->ndim != 2 || st->sizes[0] != 2 || st->sizes[1] != x->sizes[0] * G)
     return hpu_error(INVALID, "%s: stats must be [2, N * G]", name);
-  TRY(need_float(name, st, "the stats"));
+  HPU_TRY(need_float(name, st, "the stats"));
   for (int k = 0; k < 3; k++) {
     if (!((mask >> k) & 1)) continue;
-    TRY(check_out(n, k));
-    TRY(need_float(name, &n->outputs[k], "the gradients"));
+    HPU_TRY(hpu_check_node_output(n, k));
+    HPU_TRY(need_float(name, &n->outputs[k], "the gradients"));
     if (k == 0) {
-      TRY(same_shape(name, &n->outputs[0], x, "grad_input and input"));
-      TRY(need_contig(name, &n->outputs[0], "grad_input"));
+      HPU_TRY(same_shape(name, &n->outputs[0], x, "grad_input and input"));
+      HPU_TRY(need_contig(name, &n->outputs[0], "grad_input"));
     } else if (numel(&n->outputs[k]) != x->sizes[1]) {
       return hpu_error(INVALID, "%s: dweight/dbias must have C elements", name);
     }
@@ -278,14 +264,14 @@ static hpu_status_t validate_nll(const hpu_node_t *n, int backward) {
   const char *name = hpu_op_name(n->op);
   int has_w = n->params.nn.i[2] != 0;
   int nin = (backward ? 3 : 2) + has_w;
-  TRY(counts(n, nin, nin, backward ? 1 : 2, backward ? 1 : 2));
+  HPU_TRY(counts(n, nin, nin, backward ? 1 : 2, backward ? 1 : 2));
   const hpu_tensor_t *logp = backward ? &n->outputs[0] : &n->inputs[0];
   const hpu_tensor_t *tgt = &n->inputs[1];
   int64_t red = n->params.nn.i[0];
   if (red < 0 || red > 2) return hpu_error(INVALID, "%s: invalid reduction %lld", name, (long long)red);
   if (logp->ndim != 2) return hpu_error(INVALID, "%s: input must be [N, C]", name);
-  TRY(need_float(name, logp, "the input"));
-  TRY(need_index(name, tgt, "the target"));
+  HPU_TRY(need_float(name, logp, "the input"));
+  HPU_TRY(need_index(name, tgt, "the target"));
   int64_t N = logp->sizes[0], C = logp->sizes[1];
   if (numel(tgt) != N || tgt->ndim != 1)
     return hpu_error(INVALID, "%s: target must be [N] with N = %lld", name, (long long)N);
@@ -294,7 +280,7 @@ static hpu_status_t validate_nll(const hpu_node_t *n, int backward) {
     if (numel(w) != C || w->ndim != 1)
       return hpu_error(INVALID, "%s: weight must be [C] with C = %lld", name, (long long)C);
   }
-  for (int k = 0; k < n->num_outputs; k++) TRY(check_out(n, k));
+  for (int k = 0; k < n->num_outputs; k++) HPU_TRY(hpu_check_node_output(n, k));
   if (backward) {
     const hpu_tensor_t *g = &n->inputs[0];
     if (numel(&n->inputs[2]) != 1) return hpu_error(INVALID, "%s: total_weight must have one element", name);
@@ -309,12 +295,12 @@ static hpu_status_t validate_nll(const hpu_node_t *n, int backward) {
 
 static hpu_status_t validate_index_select(const hpu_node_t *n) {
   const char *name = hpu_op_name(n->op);
-  TRY(counts(n, 2, 2, 1, 1));
-  TRY(check_out(n, 0));
+  HPU_TRY(counts(n, 2, 2, 1, 1));
+  HPU_TRY(hpu_check_node_output(n, 0));
   const hpu_tensor_t *in = &n->inputs[0], *idx = &n->inputs[1], *o = &n->outputs[0];
   int64_t dim = n->params.nn.i[0];
-  TRY(check_dim(name, dim, in));
-  TRY(need_index(name, idx, "the index"));
+  HPU_TRY(check_dim(name, dim, in));
+  HPU_TRY(need_index(name, idx, "the index"));
   if (idx->ndim > 1) return hpu_error(INVALID, "%s: the index must be 0-d or 1-d", name);
   if (o->dtype != in->dtype) return hpu_error(INVALID, "%s: output dtype differs from input", name);
   int ok = o->ndim == in->ndim;
@@ -330,22 +316,22 @@ static hpu_status_t validate_index_select(const hpu_node_t *n) {
 static hpu_status_t validate_gather_scatter(const hpu_node_t *n) {
   const char *name = hpu_op_name(n->op);
   int gather = n->op == HPU_OP_GATHER;
-  TRY(counts(n, gather ? 2 : 1, 2, 1, 1));
+  HPU_TRY(counts(n, gather ? 2 : 1, 2, 1, 1));
   const hpu_tensor_t *self = gather ? &n->inputs[0] : &n->outputs[0];
   const hpu_tensor_t *idx = gather ? &n->inputs[1] : &n->inputs[0];
   int64_t dim = n->params.nn.i[0];
   if (gather) {
-    TRY(check_out(n, 0));
+    HPU_TRY(hpu_check_node_output(n, 0));
   } else {
-    TRY(hpu_check_tensor(name, "output", 0, self));
-    for (int i = 0; i < n->num_inputs; i++) TRY(hpu_check_overlap(name, self, i, &n->inputs[i], 0));
-    if (n->num_inputs == 1) TRY(hpu_check_scalar(name, "value", n->params.nn.s[0]));
+    HPU_TRY(hpu_check_tensor(name, "output", 0, self));
+    for (int i = 0; i < n->num_inputs; i++) HPU_TRY(hpu_check_overlap(name, self, i, &n->inputs[i], 0));
+    if (n->num_inputs == 1) HPU_TRY(hpu_check_scalar(name, "value", n->params.nn.s[0]));
     if (n->params.nn.i[1] < 0 || n->params.nn.i[1] > 2)
       return hpu_error(INVALID, "%s: invalid reduce mode %lld (0 none, 1 add, 2 multiply)", name,
                        (long long)n->params.nn.i[1]);
   }
-  TRY(check_dim(name, dim, self));
-  TRY(need_index(name, idx, "the index"));
+  HPU_TRY(check_dim(name, dim, self));
+  HPU_TRY(need_index(name, idx, "the index"));
   int snd = self->ndim ? self->ndim : 1, ind = idx->ndim ? idx->ndim : 1;
   if (numel(idx) > 0 && snd != ind)
     return hpu_error(INVALID, "%s: index must have as many dims as self", name);
@@ -354,7 +340,7 @@ static hpu_status_t validate_gather_scatter(const hpu_node_t *n) {
       return hpu_error(INVALID, "%s: index size %lld exceeds self size %lld in dim %d", name,
                        (long long)idx->sizes[d], (long long)size_at(self, d), d);
   if (gather) {
-    TRY(same_shape(name, &n->outputs[0], idx, "output and index"));
+    HPU_TRY(same_shape(name, &n->outputs[0], idx, "output and index"));
     if (n->outputs[0].dtype != self->dtype) return hpu_error(INVALID, "%s: dtype mismatch", name);
   } else if (n->num_inputs == 2) {
     const hpu_tensor_t *src = &n->inputs[1];
@@ -368,15 +354,15 @@ static hpu_status_t validate_gather_scatter(const hpu_node_t *n) {
 
 static hpu_status_t validate_index_add(const hpu_node_t *n) {
   const char *name = hpu_op_name(n->op);
-  TRY(counts(n, 2, 2, 1, 1));
+  HPU_TRY(counts(n, 2, 2, 1, 1));
   const hpu_tensor_t *self = &n->outputs[0], *idx = &n->inputs[0], *src = &n->inputs[1];
-  TRY(hpu_check_tensor(name, "output", 0, self));
-  TRY(hpu_check_output(name, self));
-  for (int i = 0; i < 2; i++) TRY(hpu_check_overlap(name, self, i, &n->inputs[i], 0));
+  HPU_TRY(hpu_check_tensor(name, "output", 0, self));
+  HPU_TRY(hpu_check_output(name, self));
+  for (int i = 0; i < 2; i++) HPU_TRY(hpu_check_overlap(name, self, i, &n->inputs[i], 0));
   int64_t dim = n->params.nn.i[0];
-  TRY(check_dim(name, dim, self));
-  TRY(need_index(name, idx, "the index"));
-  TRY(hpu_check_scalar(name, "alpha", n->params.nn.s[0]));
+  HPU_TRY(check_dim(name, dim, self));
+  HPU_TRY(need_index(name, idx, "the index"));
+  HPU_TRY(hpu_check_scalar(name, "alpha", n->params.nn.s[0]));
   int ok = src->ndim == self->ndim && idx->ndim <= 1;
   for (int d = 0; ok && d < self->ndim; d++)
     ok = src->sizes[d] == (d == dim ? numel(idx) : self->sizes[d]);
@@ -387,14 +373,14 @@ static hpu_status_t validate_index_add(const hpu_node_t *n) {
 
 static hpu_status_t validate_embedding_backward(const hpu_node_t *n) {
   const char *name = hpu_op_name(n->op);
-  TRY(counts(n, 2, 2, 1, 1));
-  TRY(check_out(n, 0));
+  HPU_TRY(counts(n, 2, 2, 1, 1));
+  HPU_TRY(hpu_check_node_output(n, 0));
   const hpu_tensor_t *g = &n->inputs[0], *idx = &n->inputs[1], *o = &n->outputs[0];
-  TRY(need_index(name, idx, "the indices"));
+  HPU_TRY(need_index(name, idx, "the indices"));
   if (g->ndim != 2 || o->ndim != 2 || idx->ndim != 1 || idx->sizes[0] != g->sizes[0] ||
       o->sizes[1] != g->sizes[1])
     return hpu_error(INVALID, "%s: expects grad [n, H], indices [n], output [V, H]", name);
-  TRY(need_float(name, o, "the output"));
+  HPU_TRY(need_float(name, o, "the output"));
   return HPU_SUCCESS;
 }
 
@@ -404,18 +390,18 @@ static hpu_status_t validate_index(const hpu_node_t *n) {
   int64_t k = n->params.nn.i[0];
   if (k < 1 || k > HPU_NN_MAX_INDICES)
     return hpu_error(INVALID, "%s: between 1 and %d index tensors", name, HPU_NN_MAX_INDICES);
-  TRY(counts(n, 1 + (int)k, 1 + (int)k, 1, 1));
+  HPU_TRY(counts(n, 1 + (int)k, 1 + (int)k, 1, 1));
   const hpu_tensor_t *o = &n->outputs[0];
-  TRY(hpu_check_tensor(name, "output", 0, o));
-  if (!put) TRY(hpu_check_output(name, o));
+  HPU_TRY(hpu_check_tensor(name, "output", 0, o));
+  if (!put) HPU_TRY(hpu_check_output(name, o));
   for (int i = 0; i < n->num_inputs; i++) {
-    if (i >= 1) TRY(need_index(name, &n->inputs[i], "an index"));
-    if (i >= 1 || !put) TRY(hpu_check_broadcast(name, i, &n->inputs[i], o));
-    if (!put) TRY(hpu_check_overlap(name, o, i, &n->inputs[i], 0));
+    if (i >= 1) HPU_TRY(need_index(name, &n->inputs[i], "an index"));
+    if (i >= 1 || !put) HPU_TRY(hpu_check_broadcast(name, i, &n->inputs[i], o));
+    if (!put) HPU_TRY(hpu_check_overlap(name, o, i, &n->inputs[i], 0));
   }
   const hpu_tensor_t *data = put ? o : &n->inputs[0];
   if (put) {
-    TRY(hpu_check_broadcast(name, 0, &n->inputs[0], o));
+    HPU_TRY(hpu_check_broadcast(name, 0, &n->inputs[0], o));
     if (n->inputs[0].dtype != o->dtype) return hpu_error(INVALID, "%s: dtype mismatch", name);
   } else if (data->dtype != o->dtype) {
     return hpu_error(INVALID, "%s: dtype mismatch", name);
@@ -428,14 +414,14 @@ static hpu_status_t validate_index(const hpu_node_t *n) {
 
 static hpu_status_t validate_sort(const hpu_node_t *n) {
   const char *name = hpu_op_name(n->op);
-  TRY(counts(n, 1, 1, 2, 2));
+  HPU_TRY(counts(n, 1, 1, 2, 2));
   const hpu_tensor_t *in = &n->inputs[0];
   int64_t dim = n->params.nn.i[0], k = n->params.nn.i[2];
-  TRY(check_dim(name, dim, in));
+  HPU_TRY(check_dim(name, dim, in));
   if (k < 0 || k > size_at(in, dim))
     return hpu_error(INVALID, "%s: k (%lld) out of range", name, (long long)k);
   for (int j = 0; j < 2; j++) {
-    TRY(check_out(n, j));
+    HPU_TRY(hpu_check_node_output(n, j));
     const hpu_tensor_t *o = &n->outputs[j];
     int ok = o->ndim == in->ndim;
     for (int d = 0; ok && d < in->ndim; d++) ok = o->sizes[d] == (d == dim ? k : in->sizes[d]);
@@ -448,11 +434,11 @@ static hpu_status_t validate_sort(const hpu_node_t *n) {
 
 static hpu_status_t validate_bce(const hpu_node_t *n) {
   const char *name = hpu_op_name(n->op);
-  TRY(counts(n, 2, 2, 1, 1));
-  TRY(check_out(n, 0));
-  TRY(need_float(name, &n->outputs[0], "the output"));
+  HPU_TRY(counts(n, 2, 2, 1, 1));
+  HPU_TRY(hpu_check_node_output(n, 0));
+  HPU_TRY(need_float(name, &n->outputs[0], "the output"));
   for (int i = 0; i < 2; i++) {
-    TRY(same_shape(name, &n->inputs[i], &n->outputs[0], "input and output"));
+    HPU_TRY(same_shape(name, &n->inputs[i], &n->outputs[0], "input and output"));
     if (n->inputs[i].dtype != n->outputs[0].dtype)
       return hpu_error(INVALID, "%s: input %d is %s, the output %s", name, i, hpu_dtype_name(n->inputs[i].dtype),
                        hpu_dtype_name(n->outputs[0].dtype));
@@ -462,11 +448,11 @@ static hpu_status_t validate_bce(const hpu_node_t *n) {
 
 static hpu_status_t validate_masked_scatter(const hpu_node_t *n) {
   const char *name = hpu_op_name(n->op);
-  TRY(counts(n, 2, 2, 1, 1));
-  TRY(check_out(n, 0));
-  TRY(same_shape(name, &n->inputs[0], &n->outputs[0], "mask and output"));
-  for (int i = 0; i < 2; i++) TRY(need_contig(name, &n->inputs[i], i ? "the source" : "the mask"));
-  TRY(need_contig(name, &n->outputs[0], "the output"));
+  HPU_TRY(counts(n, 2, 2, 1, 1));
+  HPU_TRY(hpu_check_node_output(n, 0));
+  HPU_TRY(same_shape(name, &n->inputs[0], &n->outputs[0], "mask and output"));
+  for (int i = 0; i < 2; i++) HPU_TRY(need_contig(name, &n->inputs[i], i ? "the source" : "the mask"));
+  HPU_TRY(need_contig(name, &n->outputs[0], "the output"));
   if (n->inputs[0].dtype != HPU_BOOL)
     return hpu_error(INVALID, "%s: the mask must be bool, got %s", name, hpu_dtype_name(n->inputs[0].dtype));
   if (n->inputs[1].dtype != n->outputs[0].dtype)

@@ -12,11 +12,6 @@
 #include "kernels/nn_util.h"
 
 #define INVALID HPU_ERROR_INVALID_ARGUMENT
-#define TRY(x)                          \
-  do {                                  \
-    hpu_status_t st_ = (x);             \
-    if (st_ != HPU_SUCCESS) return st_; \
-  } while (0)
 
 static hpu_status_t need(const char *name, const hpu_tensor_t *t, const char *what, hpu_dtype_t dt) {
   if (t->ndim != 3) return hpu_error(INVALID, "%s: %s must be [planes, H, W]", name, what);
@@ -24,14 +19,6 @@ static hpu_status_t need(const char *name, const hpu_tensor_t *t, const char *wh
     return hpu_error(HPU_ERROR_UNSUPPORTED, "%s: %s must be %s, got %s", name, what, hpu_dtype_name(dt),
                      hpu_dtype_name(t->dtype));
   if (!hpu_tensor_is_contiguous(t)) return hpu_error(INVALID, "%s: %s must be contiguous", name, what);
-  return HPU_SUCCESS;
-}
-
-static hpu_status_t check_out(const hpu_node_t *n, int k) {
-  const char *name = hpu_op_name(n->op);
-  TRY(hpu_check_tensor(name, "output", k, &n->outputs[k]));
-  TRY(hpu_check_output(name, &n->outputs[k]));
-  for (int i = 0; i < n->num_inputs; i++) TRY(hpu_check_overlap(name, &n->outputs[k], i, &n->inputs[i], 0));
   return HPU_SUCCESS;
 }
 
@@ -62,12 +49,12 @@ static hpu_status_t validate_avg(const hpu_node_t *n) {
   const char *name = hpu_op_name(n->op);
   const hpu_nn_params_t *p = &n->params.nn;
   if (n->num_inputs != 1 || n->num_outputs != 1) return hpu_error(INVALID, "%s: wrong operand count", name);
-  TRY(hpu_check_tensor(name, "input", 0, &n->inputs[0]));
-  TRY(check_out(n, 0));
+  HPU_TRY(hpu_check_tensor(name, "input", 0, &n->inputs[0]));
+  HPU_TRY(hpu_check_node_output(n, 0));
   int fwd = n->op == HPU_OP_AVG_POOL2D;
   const hpu_tensor_t *big = fwd ? &n->inputs[0] : &n->outputs[0], *small = fwd ? &n->outputs[0] : &n->inputs[0];
-  TRY(need(name, big, fwd ? "the input" : "grad_input", HPU_FLOAT32));
-  TRY(need(name, small, fwd ? "the output" : "the gradient", HPU_FLOAT32));
+  HPU_TRY(need(name, big, fwd ? "the input" : "grad_input", HPU_FLOAT32));
+  HPU_TRY(need(name, small, fwd ? "the output" : "the gradient", HPU_FLOAT32));
   if (p->i[0] < 1 || p->i[1] < 1 || p->sizes[0] < 1 || p->sizes[1] < 1 || p->strides[0] < 0 || p->strides[1] < 0)
     return hpu_error(INVALID, "%s: kernel and stride must be positive, padding non-negative", name);
   if (small->sizes[0] != big->sizes[0]) return hpu_error(INVALID, "%s: plane counts differ", name);
@@ -125,12 +112,12 @@ hpu_status_t hpu_pool_validate(const hpu_node_t *n) {
   int fwd = n->op == HPU_OP_MAX_POOL2D;
   if (n->num_inputs != (fwd ? 1 : 2) || n->num_outputs != (fwd ? 2 : 1))
     return hpu_error(INVALID, "%s: wrong operand count", name);
-  for (int i = 0; i < n->num_inputs; i++) TRY(hpu_check_tensor(name, "input", i, &n->inputs[i]));
-  for (int k = 0; k < n->num_outputs; k++) TRY(check_out(n, k));
+  for (int i = 0; i < n->num_inputs; i++) HPU_TRY(hpu_check_tensor(name, "input", i, &n->inputs[i]));
+  for (int k = 0; k < n->num_outputs; k++) HPU_TRY(hpu_check_node_output(n, k));
   if (!fwd) {
-    TRY(need(name, &n->inputs[0], "the gradient", HPU_FLOAT32));
-    TRY(need(name, &n->inputs[1], "the indices", HPU_INT64));
-    TRY(need(name, &n->outputs[0], "grad_input", HPU_FLOAT32));
+    HPU_TRY(need(name, &n->inputs[0], "the gradient", HPU_FLOAT32));
+    HPU_TRY(need(name, &n->inputs[1], "the indices", HPU_INT64));
+    HPU_TRY(need(name, &n->outputs[0], "grad_input", HPU_FLOAT32));
     for (int d = 0; d < 3; d++)
       if (n->inputs[1].sizes[d] != n->inputs[0].sizes[d])
         return hpu_error(INVALID, "%s: indices and gradient shapes differ", name);
@@ -139,9 +126,9 @@ hpu_status_t hpu_pool_validate(const hpu_node_t *n) {
     return HPU_SUCCESS;
   }
   const hpu_nn_params_t *p = &n->params.nn;
-  TRY(need(name, &n->inputs[0], "the input", HPU_FLOAT32));
-  TRY(need(name, &n->outputs[0], "the output", HPU_FLOAT32));
-  TRY(need(name, &n->outputs[1], "the indices", HPU_INT64));
+  HPU_TRY(need(name, &n->inputs[0], "the input", HPU_FLOAT32));
+  HPU_TRY(need(name, &n->outputs[0], "the output", HPU_FLOAT32));
+  HPU_TRY(need(name, &n->outputs[1], "the indices", HPU_INT64));
   const hpu_tensor_t *x = &n->inputs[0], *y = &n->outputs[0];
   if (p->i[0] < 1 || p->i[1] < 1 || p->i[2] < 1 || p->i[3] < 1 || p->sizes[0] < 1 || p->sizes[1] < 1 ||
       p->strides[0] < 0 || p->strides[1] < 0)

@@ -371,3 +371,11 @@ hpu_status_t hpu_check_scalar(const char *name, const char *what, hpu_scalar_t s
 void hpu_shape_str(const hpu_tensor_t *t, char *buf, size_t len) {
   snprintf(buf, len, "%s", shape_str(t).s);
 }
+
+hpu_status_t hpu_check_node_output(const hpu_node_t *n, int k) {
+  const char *name = hpu_op_name(n->op);
+  HPU_TRY(hpu_check_tensor(name, "output", k, &n->outputs[k]));
+  HPU_TRY(hpu_check_output(name, &n->outputs[k]));
+  for (int i = 0; i < n->num_inputs; i++) HPU_TRY(hpu_check_overlap(name, &n->outputs[k], i, &n->inputs[i], 0));
+  return HPU_SUCCESS;
+}
