@@ -27,23 +27,16 @@ import subprocess
 import sys
 
 CHILD = r"""
-import contextlib, json, sys, time, torch, habana_torch
+import contextlib, json, sys, torch, habana_torch
 import habana_torch.core as htcore
 from torch.profiler import ProfilerActivity, profile
 reps, profiled = int(sys.argv[1]), sys.argv[2] == "1"
+sys.path.insert(0, sys.argv[3])
+from timing import p10 as p10_reps
 torch.set_num_threads(2)
 
 def p10(fn):
-    t0 = time.perf_counter()
-    while time.perf_counter() - t0 < 0.03:
-        fn()
-    ts = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    ts.sort()
-    return ts[len(ts) // 10]
+    return p10_reps(fn, reps)
 
 x = torch.randn(16, device="hpu"); y = torch.randn(16, device="hpu")
 out = {}
@@ -72,7 +65,8 @@ def run(pythonpath, profiled, reps):
     env = dict(os.environ)
     if pythonpath:
         env["PYTHONPATH"] = pythonpath
-    r = subprocess.run([sys.executable, "-c", CHILD, str(reps), "1" if profiled else "0"], env=env,
+    bench = os.path.dirname(os.path.abspath(__file__))  # for timing.py
+    r = subprocess.run([sys.executable, "-c", CHILD, str(reps), "1" if profiled else "0", bench], env=env,
                        capture_output=True, text=True, check=True)
     return json.loads(r.stdout.strip().splitlines()[-1])
 
