@@ -619,7 +619,19 @@ struct AdvIndex {
   std::vector<at::Tensor> indices;   // shaped [1.., B.., 1..]
   std::vector<int64_t> sizes, strides;
   std::vector<int64_t> result_shape;
+  bool on_cpu = false;               // more index tensors than the kernel takes
 };
+
+// The indices on the CPU, for the counted fallback of an index with more
+// index tensors than the kernel's node has inputs for.
+c10::List<std::optional<at::Tensor>> cpu_indices(const c10::List<std::optional<at::Tensor>>& raw) {
+  c10::List<std::optional<at::Tensor>> r;
+  for (const auto& o : raw) {
+    std::optional<at::Tensor> ot = o;
+    r.push_back(ot.has_value() && ot->defined() ? std::optional<at::Tensor>(ot->cpu()) : std::nullopt);
+  }
+  return r;
+}
 
 AdvIndex make_adv(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& raw, const char* op) {
   std::vector<at::Tensor> idx;  // one per self dim (undefined = ':')
@@ -672,10 +684,12 @@ AdvIndex make_adv(const at::Tensor& self, const c10::List<std::optional<at::Tens
     for (int64_t d = 0; d < (int64_t)idx.size(); d++)
       if (idx[d].defined()) dims_idx.push_back(d);
   }
-  TORCH_CHECK_NOT_IMPLEMENTED(dims_idx.size() <= HPU_NN_MAX_INDICES, op, ": at most ", HPU_NN_MAX_INDICES,
-                              " index tensors are supported on hpu");
-  int64_t before = dims_idx.front(), after = s.dim() - dims_idx.back() - 1;
   AdvIndex r;
+  if (dims_idx.size() > HPU_NN_MAX_INDICES) {
+    r.on_cpu = true;
+    return r;
+  }
+  int64_t before = dims_idx.front(), after = s.dim() - dims_idx.back() - 1;
   std::vector<int64_t> sizes, strides;
   for (int64_t d = 0; d < before; d++) { sizes.push_back(s.size(d)); strides.push_back(s.stride(d)); }
   for (int64_t b : B) { sizes.push_back(b); strides.push_back(0); }
@@ -702,6 +716,13 @@ AdvIndex make_adv(const at::Tensor& self, const c10::List<std::optional<at::Tens
 at::Tensor& index_out(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices, at::Tensor& out) {
   check_hpu_dtype(self.scalar_type(), "index");
   AdvIndex a = make_adv(self, indices, "index");
+  if (a.on_cpu) {
+    note_cpu_fallback("aten::index.Tensor_out");
+    at::Tensor r = at::index(self.cpu(), cpu_indices(indices));
+    at::native::resize_output(out, r.sizes());
+    out.copy_(r);
+    return out;
+  }
   at::native::resize_output(out, a.result_shape);
   if (out.numel() == 0) return out;
   hpu_node_t n = make_node(HPU_OP_INDEX);
@@ -724,6 +745,13 @@ at::Tensor& index_put_impl(at::Tensor& self, const c10::List<std::optional<at::T
   TORCH_CHECK(values.scalar_type() == self.scalar_type(), "Index put requires the source and destination dtypes "
               "match, got ", self.scalar_type(), " for the destination and ", values.scalar_type(), " for the source.");
   AdvIndex a = make_adv(self, indices, "index_put_");
+  if (a.on_cpu) {
+    note_cpu_fallback("aten::_index_put_impl_");
+    at::Tensor c = self.cpu();
+    at::_index_put_impl_(c, cpu_indices(indices), values.cpu(), accumulate, unsafe);
+    self.copy_(c);
+    return self;
+  }
   if (c10::multiply_integers(a.result_shape) == 0) return self;
   auto v_ = on_device(values, self);
   const at::Tensor& v = *v_;

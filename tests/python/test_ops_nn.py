@@ -1085,3 +1085,23 @@ def test_transformer_training_step_uses_no_nn_fallback(fallback_counts, arch):
         gc = model.generate(ids[:1, :4], max_new_tokens=3, do_sample=False, use_cache=True, pad_token_id=0)
         assert torch.equal(g.cpu(), gc)
     assert _nn_fallbacks(fallback_counts()) == {}
+
+
+def test_more_index_tensors_than_the_kernel_takes_fall_back_counted(fallback_counts):
+    # The index node takes 3 index tensors; a fourth (x[i, j, k, l], or an
+    # index_put_ through 4 dims, as grid_sample's decomposition does) runs
+    # on the CPU, counted, with the same values and errors.
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(3, 4, 5, 6, generator=g)
+    i, j, k, l = torch.tensor([0, -1, 2]), torch.tensor([1, 3, 0]), torch.tensor([4, 0, -2]), torch.tensor([5, 5, 0])
+    h = lambda t: t.to("hpu")
+    assert torch.equal(h(x)[h(i), h(j), h(k), h(l)].cpu(), x[i, j, k, l])
+    v = torch.randn(3, generator=g)
+    y, hy = x.clone(), h(x)
+    y.index_put_((i, j, k, l), v, accumulate=True)
+    hy.index_put_((h(i), h(j), h(k), h(l)), h(v), accumulate=True)
+    assert torch.equal(hy.cpu(), y)
+    assert fallback_counts() == {"aten::index.Tensor_out": 1, "aten::_index_put_impl_": 1}
+    with pytest.raises(IndexError, match="out of bounds"):
+        h(x)[h(i), h(j), h(k), h(torch.tensor([6, 0, 0]))]
+    assert torch.equal(h(x)[h(i), h(j), h(k)].cpu(), x[i, j, k])  # still usable

@@ -15,9 +15,14 @@ def has_hpu_kernel(op):
     """The op reaches an hpu kernel without the CPU fallback: it has one, or
     its .out overload has one (structured ops such as _softmax_backward_data
     get their functional form from it), or it is written once for every
-    backend in terms of other ops (t, expand, clone, _to_copy)."""
+    backend in terms of other ops (t, expand, clone, _to_copy; and the
+    scatter forms of views, slice_scatter or diagonal_scatter, whose
+    "non-functional" kernels mutate a fresh clone: fine after
+    functionalization, where PyTorch's decompositions of them into
+    prims.copy_to are not)."""
     has = torch._C._dispatch_has_kernel_for_dispatch_key
-    if has(op.name(), "HPU") or has(op.name(), "CompositeExplicitAutograd"):
+    if any(has(op.name(), key) for key in ("HPU", "CompositeExplicitAutograd",
+                                           "CompositeExplicitAutogradNonFunctional")):
         return True
     packet = op.overloadpacket
     for overload in packet.overloads():
@@ -27,9 +32,23 @@ def has_hpu_kernel(op):
     return False
 
 
+def or_the_op_itself(fn):
+    """A decomposition that cannot trace a call (bucketize's cannot take a
+    0-dim input, for one) leaves the op in the graph as it is, where it runs
+    through the counted CPU fallback (or raises the op's own error on bad
+    input) rather than failing the whole compile."""
+    @functools.wraps(fn)
+    def decompose(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except Exception:  # noqa: BLE001 - NotImplemented tells the tracer to keep the op
+            return NotImplemented
+    return decompose
+
+
 @functools.cache
 def hpu_decompositions():
     from torch._decomp import decomposition_table
 
-    return {op: fn for op, fn in decomposition_table.items()
+    return {op: or_the_op_itself(fn) for op, fn in decomposition_table.items()
             if isinstance(op, torch._ops.OpOverload) and op.namespace == "aten" and not has_hpu_kernel(op)}
