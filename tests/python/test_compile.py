@@ -354,3 +354,23 @@ def test_dropout_is_decomposed_not_a_fallback():
     assert 0.6 < kept.float().mean().item() < 0.9
     torch.testing.assert_close(o[kept], xi[kept] / 0.75)
     torch.testing.assert_close(grad, kept.float() / 0.75)
+
+
+def test_card_rng_calls_inside_a_compiled_function_run_as_written():
+    # torch.hpu's RNG functions are not aten ops: dynamo must leave them out
+    # of the graph (a graph break), as it does torch.cuda's. Traced, the
+    # restore in PyTorch's own freeze_rng_state (which OpInfo's samples use)
+    # failed under its no_dispatch().
+    from torch.testing._utils import freeze_rng_state
+
+    def seeded_softmax(x):
+        with freeze_rng_state():
+            torch.manual_seed(42)
+            return torch.softmax(x, 0)
+
+    torch._dynamo.reset()
+    x = torch.randn(64)
+    before = torch.hpu.get_rng_state()
+    got = torch.compile(seeded_softmax, backend="hpu_backend")(x.to("hpu"))
+    assert torch.equal(torch.hpu.get_rng_state(), before)
+    torch.testing.assert_close(got.cpu(), torch.softmax(x, 0))
