@@ -2,11 +2,12 @@
 // hypot, logaddexp(2), nextafter, heaviside, gcd / lcm, frac, signbit,
 // frexp, angle, the shifts, round with decimals (kernels:
 // csrc/kernels/pw_tail.c, op codes: hpu/ops_tailpw.def); floor_divide,
-// native_dropout_backward and channel_shuffle, which are the card's div,
-// mul and copy as the CPU composes them; exponential_, cauchy_,
+// native_dropout_backward, channel_shuffle and renorm, which are the card's
+// div, mul, copy and norm as the CPU composes them; exponential_, cauchy_,
 // geometric_, log_normal_ and normal with tensor parameters, from the
 // card's uniform / normal draws (hpu generator) and a transform node.
 #include <ATen/ExpandUtils.h>
+#include <ATen/WrapDimUtils.h>
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
@@ -197,6 +198,44 @@ at::Tensor channel_shuffle(const at::Tensor& self, c10::SymInt groups_) {
   return self.contiguous().view(split).transpose(1, 2).contiguous().view(self.sizes());
 }
 
+// renorm, as the CPU's: per slice along dim, the p-norm over the other dims
+// (float accumulation for bf16 / fp16), factor = norm > maxnorm ?
+// maxnorm / (norm + 1e-7) : 1 in the norm's dtype, cast to self's, then
+// self * factor; each step an op on the card.
+at::Tensor& renorm_out(const at::Tensor& self, const c10::Scalar& p, int64_t dim, const c10::Scalar& maxnorm,
+                       at::Tensor& out) {
+  TORCH_CHECK(!p.isComplex(), "renorm: p must be real-valued");
+  TORCH_CHECK(p.toDouble() > 0.0, "renorm: non-positive-norm not supported");
+  TORCH_CHECK(!maxnorm.isComplex(), "renorm: maxnorm must be real-valued");
+  TORCH_CHECK(maxnorm.toDouble() >= 0.0, "renorm: expected maxnorm to be >= 0 but got ", maxnorm.toDouble());
+  TORCH_CHECK(self.dim() > 1, "renorm: input needs at least 2 dimensions, got ", self.dim(), " dimensions");
+  TORCH_CHECK(is_float(self.scalar_type()),
+              "linalg.vector_norm: Expected a floating point or complex tensor as input. Got ", self.scalar_type());
+  dim = c10::maybe_wrap_dim(dim, self.dim());
+  std::vector<int64_t> reduce_dims;
+  for (int64_t d = 0; d < self.dim(); d++)
+    if (d != dim) reduce_dims.push_back(d);
+  auto dtype = self.scalar_type();
+  auto acc = (dtype == at::kBFloat16 || dtype == at::kHalf) ? at::kFloat : dtype;
+  at::Tensor norm = acc != dtype ? at::linalg_vector_norm(self, p, reduce_dims, true, acc)
+                                 : at::linalg_vector_norm(self, p, reduce_dims, true);
+  double mx = maxnorm.toDouble();
+  at::Tensor scaled = at::full_like(norm, mx) / (norm + 1e-7);
+  at::Tensor factor = at::where(norm > mx, scaled, at::ones_like(norm));
+  if (factor.scalar_type() != dtype) factor = factor.to(dtype);
+  at::native::resize_output(out, self.sizes());
+  return at::mul_out(out, self, factor);
+}
+at::Tensor renorm_fn(const at::Tensor& self, const c10::Scalar& p, int64_t dim, const c10::Scalar& maxnorm) {
+  at::Tensor out = at::empty_like(self, at::MemoryFormat::Contiguous);
+  return renorm_out(self, p, dim, maxnorm, out);
+}
+at::Tensor& renorm_(at::Tensor& self, const c10::Scalar& p, int64_t dim, const c10::Scalar& maxnorm) {
+  at::Tensor r = renorm_fn(self, p, dim, maxnorm);
+  self.copy_(r);
+  return self;
+}
+
 // Random distributions -----------------------------------------------------------
 
 enum Dist { EXPONENTIAL = 0, CAUCHY = 1, GEOMETRIC = 2, LOG_NORMAL = 3 };
@@ -356,6 +395,9 @@ TORCH_LIBRARY_IMPL(aten, HPU, m) {
   m.impl("native_dropout_backward", TORCH_FN(native_dropout_backward));
   m.impl("channel_shuffle", TORCH_FN(channel_shuffle));
   m.impl("native_channel_shuffle", TORCH_FN(channel_shuffle));
+  m.impl("renorm", TORCH_FN(renorm_fn));
+  m.impl("renorm_", TORCH_FN(renorm_));
+  m.impl("renorm.out", TORCH_FN(renorm_out));
   m.impl("exponential_", TORCH_FN(exponential_));
   m.impl("cauchy_", TORCH_FN(cauchy_));
   m.impl("geometric_", TORCH_FN(geometric_));

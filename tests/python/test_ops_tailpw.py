@@ -1,6 +1,6 @@
 """The pointwise tail (copysign, fmax / fmin, hypot, logaddexp(2), nextafter,
 heaviside, gcd / lcm, frac, signbit, frexp, angle, shifts, round with
-decimals, floor_divide, native_dropout_backward, channel_shuffle) against
+decimals, floor_divide, native_dropout_backward, channel_shuffle, renorm) against
 the same PyTorch ops on the CPU, and the card's random distributions
 (exponential_, cauchy_, geometric_, log_normal_, normal with tensor
 parameters) checked by construction. Each op must run on the card: the
@@ -239,6 +239,27 @@ def test_composites(fallback_counts):
     assert fallback_counts() == {}
 
 
+def test_renorm(fallback_counts):
+    """renorm's norm is a reduction (not exactly determined for every p):
+    float32 rtol 1e-5, float64 1e-12, bf16 / fp16 one step."""
+    for dtype in FLOATS:
+        for shape, p, dim, maxnorm in [((5, 4), 2, 0, 1.0), ((3, 4, 5), 1, 1, 2.0), ((3, 4, 5), 3.5, -1, 0.5),
+                                       ((6, 3), 2, 1, 100.0), ((0, 3), 2, 0, 1.0), ((4, 3), math.inf, 0, 1.0),
+                                       ((64, 300), 2, 0, 5.0)]:
+            x = make(shape, dtype, 15)
+            h, c = torch.renorm(x.to("hpu"), p, dim, maxnorm).cpu(), torch.renorm(x, p, dim, maxnorm)
+            if dtype in (torch.bfloat16, torch.float16):
+                assert steps_apart(h, c) <= 1
+            else:
+                tol = 1e-5 if dtype == torch.float32 else 1e-12
+                torch.testing.assert_close(h, c, rtol=tol, atol=tol)
+    x = make((4, 6), torch.float32, 16)
+    h = x.to("hpu").t()
+    h.renorm_(2, 0, 1.0)
+    torch.testing.assert_close(h.cpu(), x.t().renorm(2, 0, 1.0), rtol=1e-5, atol=1e-6)
+    assert fallback_counts() == {}
+
+
 def test_gradients_match_cpu():
     for fn in (torch.copysign, torch.hypot, torch.logaddexp, torch.logaddexp2, torch.fmax, torch.fmin):
         x = make((5, 6), torch.float64, 12)
@@ -273,6 +294,12 @@ BAD = [
     (lambda d: torch.nn.functional.channel_shuffle(torch.ones(2, 6, 3, device=d), 0), RuntimeError, "positive"),
     (lambda d: torch.nn.functional.channel_shuffle(torch.ones(6, 3, device=d), 2), RuntimeError, "> 2 dims"),
     (lambda d: torch.copysign(torch.ones(2, device=d), torch.ones(3, device=d)), RuntimeError, "must match"),
+    (lambda d: torch.renorm(torch.ones(2, 3, device=d), 0, 0, 1.0), RuntimeError, "non-positive-norm"),
+    (lambda d: torch.renorm(torch.ones(2, 3, device=d), 2, 0, -1.0), RuntimeError, "maxnorm to be >= 0"),
+    (lambda d: torch.renorm(torch.ones(3, device=d), 2, 0, 1.0), RuntimeError, "at least 2 dimensions"),
+    (lambda d: torch.renorm(torch.ones(2, 3, device=d), 2, 5, 1.0), IndexError, "Dimension out of range"),
+    (lambda d: torch.renorm(torch.ones(2, 3, dtype=torch.long, device=d), 2, 0, 1.0), RuntimeError,
+     "Expected a floating point"),
 ]
 
 
