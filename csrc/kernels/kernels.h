@@ -29,6 +29,8 @@ void hpu_kernel_rng(const hpu_node_t *node);
  * validated nodes cannot fail. */
 hpu_status_t hpu_validate_pointwise(const hpu_node_t *node);
 hpu_status_t hpu_execute_pointwise(const hpu_node_t *node);
+hpu_status_t hpu_validate_tailpw(const hpu_node_t *node); /* pw_tail.c */
+hpu_status_t hpu_execute_tailpw(const hpu_node_t *node);
 hpu_status_t hpu_validate_nn(const hpu_node_t *node);
 hpu_status_t hpu_execute_nn(const hpu_node_t *node);
 

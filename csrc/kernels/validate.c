@@ -15,6 +15,8 @@ static const char *const op_names[HPU_OP_COUNT] = {
     "(pointwise family marker)",
 #define HPU_OP(code, name) name,
 #include "hpu/ops_pointwise.def"
+    "(pointwise tail marker)",
+#include "hpu/ops_tailpw.def"
     "(nn family marker)",
 #include "hpu/ops_nn.def"
 #undef HPU_OP
@@ -274,8 +276,9 @@ static hpu_status_t check_rng(const hpu_node_t *node) {
 hpu_status_t hpu_node_validate(const hpu_node_t *node) {
   if (!node) return hpu_error(INVALID, "node is NULL");
   if ((int)node->op < 0 || node->op >= HPU_OP_COUNT || node->op == HPU_OP_POINTWISE_BEGIN ||
-      node->op == HPU_OP_NN_BEGIN)
+      node->op == HPU_OP_NN_BEGIN || node->op == HPU_OP_TAILPW_BEGIN)
     return hpu_error(INVALID, "invalid op code %d", (int)node->op);
+  if (hpu_op_is_tailpw(node->op)) return hpu_validate_tailpw(node);
   if (hpu_op_is_pointwise(node->op)) return hpu_validate_pointwise(node);
   if (hpu_op_is_nn(node->op)) return hpu_validate_nn(node);
   const char *name = hpu_op_name(node->op);

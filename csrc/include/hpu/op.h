@@ -63,6 +63,8 @@ typedef enum hpu_op {
                              and their backwards, optimizer steps */
 #define HPU_OP(code, name) code,
 #include "hpu/ops_pointwise.def"
+  HPU_OP_TAILPW_BEGIN,    /* the pointwise tail (kernels/pw_tail.c), within the pointwise range */
+#include "hpu/ops_tailpw.def"
   HPU_OP_NN_BEGIN,        /* reductions, norms, softmax, losses, index ops */
 #include "hpu/ops_nn.def"
 #undef HPU_OP
@@ -71,6 +73,9 @@ typedef enum hpu_op {
 
 static inline int hpu_op_is_pointwise(hpu_op_t op) {
   return op > HPU_OP_POINTWISE_BEGIN && op < HPU_OP_NN_BEGIN;
+}
+static inline int hpu_op_is_tailpw(hpu_op_t op) {
+  return op > HPU_OP_TAILPW_BEGIN && op < HPU_OP_NN_BEGIN;
 }
 static inline int hpu_op_is_nn(hpu_op_t op) { return op > HPU_OP_NN_BEGIN && op < HPU_OP_COUNT; }
 
