@@ -8,7 +8,9 @@
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
+#include <limits>
 #include <string_view>
+#include <vector>
 
 #include "hpu_common.h"
 #include "hpu_nn_node.h"
@@ -199,6 +201,89 @@ at::Tensor& index_fill_tensor(at::Tensor& self, int64_t dim, const at::Tensor& i
   return index_fill_scalar(self, dim, index, value.item());
 }
 
+
+// ---- kthvalue / median / nanmedian / mode -------------------------------------------
+
+std::tuple<at::Tensor&, at::Tensor&> select_out(const at::Tensor& self, int64_t dim, bool keepdim, int mode, int64_t k,
+                                                at::Tensor& values, at::Tensor& indices, const char* op) {
+  check_hpu_dtype(self.scalar_type(), op);
+  check_same_device(op, {&self, &values, &indices});
+  // the CPU orders no bools but for mode
+  TORCH_CHECK_NOT_IMPLEMENTED(mode == HPU_TAIL_SELECT_MODE || self.scalar_type() != at::kBool, "\"", op,
+                              "\" not implemented for 'Bool'");
+  TORCH_CHECK(values.scalar_type() == self.scalar_type(), op, "(): Expected out tensor to have dtype ",
+              self.scalar_type(), ", but got ", values.scalar_type(), " instead");
+  TORCH_CHECK(indices.scalar_type() == at::kLong, op, "(): Expected out tensor to have dtype long, but got ",
+              indices.scalar_type(), " instead");
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  int64_t len = self.dim() ? self.size(dim) : 1;
+  // nanmedian's message names median, as the CPU's
+  TORCH_CHECK_INDEX(self.dim() == 0 || len > 0, mode == HPU_TAIL_SELECT_NANMEDIAN ? "median" : op,
+                    "(): Expected reduction dim ", dim, " to have non-zero size.");
+  if (mode == HPU_TAIL_SELECT_KTH)
+    TORCH_CHECK(k >= 1 && k <= len, "kthvalue(): selected number k out of range for dimension ", dim);
+  std::vector<int64_t> shape = self.sizes().vec();
+  if (self.dim()) shape[dim] = 1;
+  at::Tensor v = at::empty(shape, values.options()), i = at::empty(shape, indices.options());
+  if (self.numel() > 0) {
+    hpu_node_t n = make_node(HPU_OP_TAIL_SELECT);
+    add_in(n, self);
+    add_out(n, v);
+    add_out(n, i);
+    n.compute_dtype = n.outputs[0].dtype;
+    n.params.nn.i[0] = dim;
+    n.params.nn.i[1] = mode;
+    n.params.nn.i[2] = k;
+    launch(dev_of(self), n);
+  }
+  if (!keepdim && self.dim()) {
+    v = v.squeeze(dim);
+    i = i.squeeze(dim);
+  }
+  at::native::resize_output(values, v.sizes());
+  at::native::resize_output(indices, i.sizes());
+  values.copy_(v);
+  indices.copy_(i);
+  return {values, indices};
+}
+
+std::tuple<at::Tensor&, at::Tensor&> kthvalue_out(const at::Tensor& self, int64_t k, int64_t dim, bool keepdim,
+                                                  at::Tensor& values, at::Tensor& indices) {
+  return select_out(self, dim, keepdim, HPU_TAIL_SELECT_KTH, k, values, indices, "kthvalue");
+}
+std::tuple<at::Tensor&, at::Tensor&> median_dim_out(const at::Tensor& self, int64_t dim, bool keepdim,
+                                                    at::Tensor& values, at::Tensor& indices) {
+  return select_out(self, dim, keepdim, HPU_TAIL_SELECT_MEDIAN, 0, values, indices, "median");
+}
+std::tuple<at::Tensor&, at::Tensor&> nanmedian_dim_out(const at::Tensor& self, int64_t dim, bool keepdim,
+                                                       at::Tensor& values, at::Tensor& indices) {
+  return select_out(self, dim, keepdim, HPU_TAIL_SELECT_NANMEDIAN, 0, values, indices, "nanmedian");
+}
+std::tuple<at::Tensor&, at::Tensor&> mode_out(const at::Tensor& self, int64_t dim, bool keepdim, at::Tensor& values,
+                                              at::Tensor& indices) {
+  return select_out(self, dim, keepdim, HPU_TAIL_SELECT_MODE, 0, values, indices, "mode");
+}
+std::tuple<at::Tensor, at::Tensor> mode(const at::Tensor& self, int64_t dim, bool keepdim) {
+  at::Tensor v = at::empty({0}, self.options()), i = at::empty({0}, self.options().dtype(at::kLong));
+  mode_out(self, dim, keepdim, v, i);
+  return {v, i};
+}
+
+// median() / nanmedian() of all elements: the value only; NaN when empty.
+at::Tensor median_all(const at::Tensor& self, int mode, const char* op) {
+  check_hpu_dtype(self.scalar_type(), op);
+  // empty: NaN in self's dtype, converted as the CPU converts it (integers get its cast of NaN)
+  if (self.numel() == 0)
+    return at::full({}, std::numeric_limits<double>::quiet_NaN(), at::TensorOptions().dtype(at::kDouble))
+        .to(self.scalar_type())
+        .to(self.device());
+  at::Tensor v = at::empty({0}, self.options()), i = at::empty({0}, self.options().dtype(at::kLong));
+  select_out(self.reshape({-1}), 0, false, mode, 0, v, i, op);
+  return v;
+}
+at::Tensor median(const at::Tensor& self) { return median_all(self, HPU_TAIL_SELECT_MEDIAN, "median"); }
+at::Tensor nanmedian(const at::Tensor& self) { return median_all(self, HPU_TAIL_SELECT_NANMEDIAN, "nanmedian"); }
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, HPU, m) {
@@ -211,6 +296,13 @@ TORCH_LIBRARY_IMPL(aten, HPU, m) {
   m.impl("put_", TORCH_FN(put_));
   m.impl("index_fill_.int_Scalar", TORCH_FN(index_fill_scalar));
   m.impl("index_fill_.int_Tensor", TORCH_FN(index_fill_tensor));
+  m.impl("kthvalue.values", TORCH_FN(kthvalue_out));
+  m.impl("median", TORCH_FN(median));
+  m.impl("median.dim_values", TORCH_FN(median_dim_out));
+  m.impl("nanmedian", TORCH_FN(nanmedian));
+  m.impl("nanmedian.dim_values", TORCH_FN(nanmedian_dim_out));
+  m.impl("mode", TORCH_FN(mode));
+  m.impl("mode.values", TORCH_FN(mode_out));
 }
 
 }  // namespace habana_torch

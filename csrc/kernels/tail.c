@@ -112,12 +112,38 @@ static hpu_status_t validate_index_fill(const hpu_node_t *n) {
   return hpu_check_scalar(name, "value", n->params.nn.s[0]);
 }
 
+static hpu_status_t validate_select(const hpu_node_t *n) {
+  const char *name = hpu_op_name(n->op);
+  HPU_TRY(counts(n, 1, 2));
+  const hpu_tensor_t *in = &n->inputs[0];
+  int64_t dim = n->params.nn.i[0], pick = n->params.nn.i[1];
+  HPU_TRY(check_dim(name, dim, in));
+  if (pick < 0 || pick >= HPU_TAIL_SELECT_COUNT)
+    return hpu_error(INVALID, "%s: invalid pick %lld", name, (long long)pick);
+  hpu_tail_shape_t s = hpu_tail_shape(in);
+  if (hpu_tensor_numel(in) > 0 && s.sz[dim] == 0) return shape_mismatch(name, "cannot select from an empty dim");
+  if (pick == HPU_TAIL_SELECT_KTH && hpu_tensor_numel(in) > 0 &&
+      (n->params.nn.i[2] < 1 || n->params.nn.i[2] > s.sz[dim]))
+    return hpu_error(INVALID, "%s: k = %lld out of range for a dim of %lld", name, (long long)n->params.nn.i[2],
+                     (long long)s.sz[dim]);
+  for (int k = 0; k < 2; k++) {
+    hpu_tail_shape_t o = hpu_tail_shape(&n->outputs[k]);
+    int ok = o.nd == s.nd;
+    for (int d = 0; ok && d < s.nd; d++) ok = o.sz[d] == (d == dim ? 1 : s.sz[d]);
+    if (!ok) return shape_mismatch(name, "outputs must have the keepdim shape of the input");
+  }
+  HPU_TRY(same_dtype(name, in, &n->outputs[0]));
+  if (n->outputs[1].dtype != HPU_INT64) return hpu_error(INVALID, "%s: indices must be int64", name);
+  return HPU_SUCCESS;
+}
+
 hpu_status_t hpu_validate_tailidx(const hpu_node_t *n) {
   switch (n->op) {
     case HPU_OP_TAIL_SCATTER_REDUCE: return validate_scatter_reduce(n);
     case HPU_OP_TAIL_CUMMAXMIN: return validate_cummaxmin(n);
     case HPU_OP_TAIL_TAKE_PUT: return validate_take_put(n);
     case HPU_OP_TAIL_INDEX_FILL: return validate_index_fill(n);
+    case HPU_OP_TAIL_SELECT: return validate_select(n);
     default: return hpu_error(HPU_ERROR_UNSUPPORTED, "%s: no kernel in this build", hpu_op_name(n->op));
   }
 }
@@ -128,6 +154,7 @@ hpu_status_t hpu_execute_tailidx(const hpu_node_t *n) {
     case HPU_OP_TAIL_CUMMAXMIN: return hpu_tail_cummaxmin(n);
     case HPU_OP_TAIL_TAKE_PUT: return hpu_tail_take_put(n);
     case HPU_OP_TAIL_INDEX_FILL: return hpu_tail_index_fill(n);
+    case HPU_OP_TAIL_SELECT: return hpu_tail_select(n);
     default: return hpu_error(HPU_ERROR_INTERNAL, "%s: no kernel in this build", hpu_op_name(n->op));
   }
 }

@@ -52,5 +52,6 @@ hpu_status_t hpu_tail_scatter_reduce(const hpu_node_t *node);
 hpu_status_t hpu_tail_cummaxmin(const hpu_node_t *node);
 hpu_status_t hpu_tail_take_put(const hpu_node_t *node);
 hpu_status_t hpu_tail_index_fill(const hpu_node_t *node);
+hpu_status_t hpu_tail_select(const hpu_node_t *node);
 
 #endif

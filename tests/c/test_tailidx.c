@@ -122,6 +122,40 @@ static void test_put_accumulate_index_fill(void) {
   CU_ASSERT(self[0][0] == -1.5 && self[1][2] == -1.5 && self[0][1] == 0);
 }
 
+/* Rows of x [3, 5] along dim 1 (one row with a NaN, one of ties). */
+static void test_select_picks(void) {
+  float x[3][5] = {{3, 1, 2, 5, 4}, {2, NAN, 1, NAN, 0}, {7, 7, 1, 1, 9}};
+  const float want_v[4][3] = {{2, 1, 1}, {3, NAN, 7}, {3, 1, 7}, {1, 0, 1}};
+  const int64_t want_i[4][3] = {{2, 2, 3}, {0, 1, 0}, {0, 2, 0}, {1, 4, 3}};
+  for (int pick = 0; pick < HPU_TAIL_SELECT_COUNT; pick++) {
+    float v[3];
+    int64_t i[3];
+    hpu_node_t n = node(HPU_OP_TAIL_SELECT, 1, 2);
+    n.inputs[0] = T2(x, HPU_FLOAT32, 3, 5);
+    n.outputs[0] = T2(v, HPU_FLOAT32, 3, 1);
+    n.outputs[1] = T2(i, HPU_INT64, 3, 1);
+    n.params.nn.i[0] = 1;
+    n.params.nn.i[1] = pick;
+    n.params.nn.i[2] = 2; /* kthvalue: the second smallest */
+    CU_ASSERT_EQUAL_FATAL(run(&n), HPU_SUCCESS);
+    for (int r = 0; r < 3; r++) {
+      if (isnan(want_v[pick][r])) {
+        CU_ASSERT(isnan(v[r]));
+      } else {
+        CU_ASSERT_EQUAL(v[r], want_v[pick][r]);
+      }
+      CU_ASSERT_EQUAL(i[r], want_i[pick][r]);
+    }
+  }
+  hpu_node_t n = node(HPU_OP_TAIL_SELECT, 1, 2);
+  float v;
+  int64_t i;
+  n.inputs[0] = T2(x, HPU_FLOAT32, 3, 5);
+  n.outputs[0] = T2(&v, HPU_FLOAT32, 1, 1);
+  n.outputs[1] = T2(&i, HPU_INT64, 1, 1);
+  CU_ASSERT_EQUAL(hpu_node_validate(&n), HPU_ERROR_INVALID_ARGUMENT); /* not the keepdim shape */
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite("tailidx", NULL, NULL);
@@ -130,6 +164,7 @@ int main(void) {
   CU_add_test(s, "bad indices fail the node and write nothing", test_bad_index_writes_nothing);
   CU_add_test(s, "cummax: later ties and NaN take the index", test_cummax_ties_nan);
   CU_add_test(s, "put accumulate and index_fill", test_put_accumulate_index_fill);
+  CU_add_test(s, "kthvalue, median, nanmedian, mode: NaN and ties", test_select_picks);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failed = CU_get_number_of_failures();

@@ -190,3 +190,109 @@ def test_index_fill(dtype, fallback_counts):
         assert_close_to_cpu(on_hpu(fn, x, torch.tensor([1]), counts=fallback_counts), fn(x, torch.tensor([1])), **EXACT)
     with pytest.raises(IndexError):
         x.to("hpu").index_fill_(0, torch.tensor([4], device="hpu"), 1).cpu()
+
+
+# ---- nansum, count_nonzero, aminmax, equal ---------------------------------------------
+
+@pytest.mark.parametrize("dtype", ALL + [torch.bool])
+def test_nansum_count_nonzero_aminmax(dtype, fallback_counts):
+    x = make((5, 6), dtype, 4)
+    if dtype.is_floating_point:
+        x[0, 0], x[2, 3], x[4, 5] = float("nan"), float("inf"), -0.0
+    cases = [lambda t: torch.count_nonzero(t), lambda t: torch.count_nonzero(t, 1),
+             lambda t: torch.count_nonzero(t.t(), (0, 1)), lambda t: torch.nansum(t), lambda t: torch.nansum(t, 0),
+             lambda t: torch.nansum(t.t(), 1, keepdim=True)]
+    if dtype.is_floating_point:
+        cases += [lambda t: torch.nanmean(t, 1)]
+    for fn in cases:
+        assert_close_to_cpu(on_hpu(fn, x, counts=fallback_counts), fn(x), equal_nan=True)
+    for kw in ({}, {"dim": 1}, {"dim": 0, "keepdim": True}):
+        mn, mx = on_hpu(lambda t: torch.aminmax(t, **kw), x, counts=fallback_counts)
+        cmn, cmx = torch.aminmax(x, **kw)
+        assert_close_to_cpu(mn, cmn, **EXACT)
+        assert_close_to_cpu(mx, cmx, **EXACT)
+
+
+def test_reduce_bad_input_and_equal(fallback_counts):
+    with pytest.raises(RuntimeError, match="cannot compute aminmax over an empty"):
+        torch.aminmax(torch.empty(0, device="hpu"))
+    with pytest.raises(IndexError):
+        torch.aminmax(torch.empty(2, 0, device="hpu"), dim=1)
+    a = torch.tensor([1.0, float("nan"), 3.0])
+    pairs = [(a, a.clone()), (a[[0, 2]], torch.tensor([1.0, 3.0])), (a, a[:2]), (torch.empty(0), torch.empty(0)),
+             (torch.arange(6).view(2, 3), torch.arange(6).view(3, 2).t().contiguous().t()),
+             (torch.arange(6).view(2, 3), torch.arange(6).view(2, 3))]
+    for p, q in pairs:
+        before = dict(fallback_counts())
+        assert torch.equal(p.to("hpu"), q.to("hpu")) == torch.equal(p, q)
+        assert fallback_counts() == before
+    with pytest.raises(RuntimeError, match="scalar type"):
+        torch.equal(a.to("hpu"), a.double().to("hpu"))
+
+
+# ---- kthvalue, median, nanmedian, mode ----------------------------------------------
+
+def check_picks(x, dim, keepdim, got, want):
+    """Values bit for bit; indices (ties are unspecified) select those values."""
+    v, i = got
+    cv, ci = want
+    assert_close_to_cpu(v, cv, **EXACT)
+    assert i.dtype == torch.int64 and i.shape == ci.shape
+    if x.dim() == 0:
+        assert i.item() == 0
+        return
+    ii = i.cpu() if keepdim else i.cpu().unsqueeze(dim)
+    picked = x.gather(dim, ii)
+    torch.testing.assert_close(picked if keepdim else picked.squeeze(dim), cv, rtol=0, atol=0, equal_nan=True)
+
+
+SELECTS = {
+    "kthvalue": lambda t, d, k: torch.kthvalue(t, 2 if t.dim() and t.shape[d] >= 2 else 1, d, keepdim=k),
+    "median": lambda t, d, k: torch.median(t, d, keepdim=k),
+    "nanmedian": lambda t, d, k: torch.nanmedian(t, d, keepdim=k),
+    "mode": lambda t, d, k: torch.mode(t, d, keepdim=k),
+}
+
+
+@pytest.mark.parametrize("dtype", ALL + [torch.bool])
+@pytest.mark.parametrize("op", sorted(SELECTS))
+def test_select(op, dtype, fallback_counts):
+    x = make((6, 7), dtype, 5)
+    if dtype == torch.bool and op != "mode":  # the CPU orders no bools but for mode
+        with pytest.raises(NotImplementedError, match="not implemented for 'Bool'"):
+            SELECTS[op](x.to("hpu"), 1, False)
+        return  # a small range: many ties
+    if dtype.is_floating_point:
+        x[1, 2], x[1, 5], x[3, 0] = float("nan"), float("nan"), -float("inf")
+        x[4] = float("nan")
+    fn = SELECTS[op]
+    for t, d, k in ((x, 1, False), (x, 0, True), (x.t(), -1, False), (torch.tensor(3, dtype=dtype), 0, False),
+                    (x[:, :0].t(), 1, False)):
+        check_picks(t, d, k, on_hpu(lambda a: fn(a, d, k), t, counts=fallback_counts), fn(t, d, k))
+    if op in ("median", "nanmedian"):
+        full = getattr(torch, op)
+        for t in (x, torch.empty(0, dtype=dtype)):
+            assert_close_to_cpu(on_hpu(full, t, counts=fallback_counts), full(t), **EXACT)
+
+
+def test_select_large_and_grad(fallback_counts):
+    x = make((300, 257), torch.float32, 6)  # many rows: several threads
+    for op, fn in SELECTS.items():
+        check_picks(x, 1, False, on_hpu(lambda a: fn(a, 1, False), x, counts=fallback_counts), fn(x, 1, False))
+    g = make((4, 5), torch.float64, 7).requires_grad_()
+    gh = g.detach().to("hpu").requires_grad_()
+    for op in ("kthvalue", "median", "nanmedian", "mode"):
+        fn = SELECTS[op]
+        (c,) = torch.autograd.grad(fn(g, 1, False)[0].sum(), g)
+        (h,) = torch.autograd.grad(fn(gh, 1, False)[0].sum(), gh)
+        torch.testing.assert_close(h.cpu(), c)
+
+
+def test_select_bad_input():
+    x = torch.ones(3, 0, device="hpu")
+    for op in ("median", "nanmedian", "mode"):
+        with pytest.raises(IndexError, match="to have non-zero size"):
+            getattr(torch, op)(x, 1)
+    with pytest.raises(RuntimeError, match="k out of range"):
+        torch.kthvalue(torch.ones(3, device="hpu"), 4)
+    assert torch.median(torch.arange(5.0, device="hpu")).item() == 2.0

@@ -12,4 +12,13 @@ typedef enum hpu_tail_reduce {
   HPU_TAIL_REDUCE_COUNT
 } hpu_tail_reduce_t;
 
+/* HPU_OP_TAIL_SELECT picks (params.nn.i[1]). */
+typedef enum hpu_tail_select {
+  HPU_TAIL_SELECT_KTH = 0,
+  HPU_TAIL_SELECT_MEDIAN,
+  HPU_TAIL_SELECT_NANMEDIAN,
+  HPU_TAIL_SELECT_MODE,
+  HPU_TAIL_SELECT_COUNT
+} hpu_tail_select_t;
+
 #endif
