@@ -487,6 +487,10 @@ hpu_status_t hpu_validate_nn(const hpu_node_t *node) {
     case HPU_OP_BINARY_CROSS_ENTROPY: return validate_bce(node);
     case HPU_OP_MASKED_SCATTER: return validate_masked_scatter(node);
     case HPU_OP_ATTENTION: case HPU_OP_ATTENTION_BACKWARD: return hpu_validate_attention(node);
+#define HPU_OP(code, name) case code:
+#include "hpu/ops_tailidx.def"
+#undef HPU_OP
+      return hpu_validate_tailidx(node);
     default:
       return hpu_error(HPU_ERROR_UNSUPPORTED, "%s: no kernel in this build", hpu_op_name(node->op));
   }
@@ -520,6 +524,10 @@ hpu_status_t hpu_execute_nn(const hpu_node_t *node) {
     case HPU_OP_MASKED_SCATTER: return hpu_nn_masked_scatter(node);
     case HPU_OP_ATTENTION: return hpu_nn_attention(node);
     case HPU_OP_ATTENTION_BACKWARD: return hpu_nn_attention_backward(node);
+#define HPU_OP(code, name) case code:
+#include "hpu/ops_tailidx.def"
+#undef HPU_OP
+      return hpu_execute_tailidx(node);
     default:
       return hpu_error(HPU_ERROR_INTERNAL, "%s: no kernel in this build", hpu_op_name(node->op));
   }

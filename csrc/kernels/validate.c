@@ -19,6 +19,7 @@ static const char *const op_names[HPU_OP_COUNT] = {
 #include "hpu/ops_tailpw.def"
     "(nn family marker)",
 #include "hpu/ops_nn.def"
+#include "hpu/ops_tailidx.def"
 #undef HPU_OP
 };
 

@@ -67,6 +67,7 @@ typedef enum hpu_op {
 #include "hpu/ops_tailpw.def"
   HPU_OP_NN_BEGIN,        /* reductions, norms, softmax, losses, index ops */
 #include "hpu/ops_nn.def"
+#include "hpu/ops_tailidx.def"
 #undef HPU_OP
   HPU_OP_COUNT
 } hpu_op_t;
@@ -83,6 +84,7 @@ typedef enum hpu_rounding { HPU_ROUND_NONE = 0, HPU_ROUND_TRUNC, HPU_ROUND_FLOOR
 
 #include "hpu/op_params_pointwise.h"
 #include "hpu/op_params_nn.h"
+#include "hpu/op_params_tailidx.h"
 
 typedef union hpu_op_params {
   struct { hpu_scalar_t value; } fill;
