@@ -9,6 +9,7 @@
 #include "hpu/status.h"
 #include "kernels/kernels.h"
 #include "kernels/nn_util.h"
+#include "kernels/vision.h"
 
 #define INVALID HPU_ERROR_INVALID_ARGUMENT
 
@@ -487,6 +488,9 @@ hpu_status_t hpu_validate_nn(const hpu_node_t *node) {
     case HPU_OP_BINARY_CROSS_ENTROPY: return validate_bce(node);
     case HPU_OP_MASKED_SCATTER: return validate_masked_scatter(node);
     case HPU_OP_ATTENTION: case HPU_OP_ATTENTION_BACKWARD: return hpu_validate_attention(node);
+    case HPU_OP_UPSAMPLE: case HPU_OP_UPSAMPLE_BACKWARD: case HPU_OP_ADAPTIVE_AVG_POOL:
+    case HPU_OP_ADAPTIVE_AVG_POOL_BACKWARD: case HPU_OP_SPATIAL_PAD: case HPU_OP_SPATIAL_PAD_BACKWARD:
+      return hpu_vision_validate(node);
     default:
       return hpu_error(HPU_ERROR_UNSUPPORTED, "%s: no kernel in this build", hpu_op_name(node->op));
   }
@@ -520,6 +524,9 @@ hpu_status_t hpu_execute_nn(const hpu_node_t *node) {
     case HPU_OP_MASKED_SCATTER: return hpu_nn_masked_scatter(node);
     case HPU_OP_ATTENTION: return hpu_nn_attention(node);
     case HPU_OP_ATTENTION_BACKWARD: return hpu_nn_attention_backward(node);
+    case HPU_OP_UPSAMPLE: case HPU_OP_UPSAMPLE_BACKWARD: case HPU_OP_ADAPTIVE_AVG_POOL:
+    case HPU_OP_ADAPTIVE_AVG_POOL_BACKWARD: case HPU_OP_SPATIAL_PAD: case HPU_OP_SPATIAL_PAD_BACKWARD:
+      return hpu_vision_execute(node);
     default:
       return hpu_error(HPU_ERROR_INTERNAL, "%s: no kernel in this build", hpu_op_name(node->op));
   }

@@ -17,6 +17,7 @@ static const char *const op_names[HPU_OP_COUNT] = {
 #include "hpu/ops_pointwise.def"
     "(nn family marker)",
 #include "hpu/ops_nn.def"
+#include "hpu/ops_vision.def"
 #undef HPU_OP
 };
 

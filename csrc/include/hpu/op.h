@@ -65,6 +65,7 @@ typedef enum hpu_op {
 #include "hpu/ops_pointwise.def"
   HPU_OP_NN_BEGIN,        /* reductions, norms, softmax, losses, index ops */
 #include "hpu/ops_nn.def"
+#include "hpu/ops_vision.def"
 #undef HPU_OP
   HPU_OP_COUNT
 } hpu_op_t;
