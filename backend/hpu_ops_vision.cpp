@@ -106,7 +106,12 @@ at::Tensor up_forward(const char* name, const at::Tensor& self, int nd, const st
   }
   at::ScalarType kdt = mode == HPU_UPSAMPLE_LINEAR ? at::kFloat : self.scalar_type();
   at::IntArrayRef spatial(shape.data() + shape.size() - nd, nd);
-  at::Tensor y = run_planes(HPU_OP_UPSAMPLE, self, nd, spatial, kdt, up_params(mode, align, nd, scales));
+  hpu_nn_params_t p = up_params(mode, align, nd, scales);
+  // The CPU's trilinear kernel keeps its weights in a bf16 / fp16 input's
+  // dtype; its linear and bilinear ones keep them in float (checked
+  // against the CPU's bf16 results).
+  if (nd == 3) p.i[3] = to_hpu_dtype(self.scalar_type());
+  at::Tensor y = run_planes(HPU_OP_UPSAMPLE, self, nd, spatial, kdt, p);
   return in_layout_of(y.to(self.scalar_type()), self, nd);
 }
 

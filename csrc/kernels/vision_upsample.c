@@ -35,7 +35,17 @@ static float scales_value(double scale, int64_t in, int64_t out) {
   return scale > 0. ? (float)(1.0 / scale) : (float)in / (float)out;
 }
 
-static void fill_taps(tap_t *t, int mode, int align, double scale, int64_t in, int64_t out) {
+/* The CPU's trilinear kernel keeps its weights in the input's dtype
+ * (lambda1 rounded, then lambda0 = 1 - lambda1 rounded) and interpolates in
+ * float: params i[3] (set by the forwarder for a bf16 / fp16 trilinear
+ * input) rounds ours the same way. */
+static float round_weight(float w, int64_t wdt) {
+  if (wdt == HPU_BFLOAT16) return hpu_bf16_to_float(hpu_float_to_bf16(w));
+  if (wdt == HPU_FLOAT16) return hpu_half_to_float(hpu_float_to_half(w));
+  return w;
+}
+
+static void fill_taps(tap_t *t, int mode, int align, double scale, int64_t in, int64_t out, int64_t wdt) {
   if (mode != HPU_UPSAMPLE_LINEAR) {
     float s = scales_value(scale, in, out);
     for (int64_t o = 0; o < out; o++) {
@@ -61,7 +71,8 @@ static void fill_taps(tap_t *t, int mode, int align, double scale, int64_t in, i
     if (i0 > in - 1) i0 = in - 1;
     float l1 = real - (float)i0;
     l1 = l1 < 0.f ? 0.f : (l1 > 1.f ? 1.f : l1);
-    t[o] = (tap_t){i0, i0 + (i0 < in - 1 ? 1 : 0), 1.f - l1, l1};
+    l1 = round_weight(l1, wdt);
+    t[o] = (tap_t){i0, i0 + (i0 < in - 1 ? 1 : 0), round_weight(1.f - l1, wdt), l1};
   }
 }
 
@@ -190,7 +201,8 @@ hpu_status_t hpu_upsample_execute(const hpu_node_t *n) {
   int64_t off = 0;
   for (int d = 0; d < 3; d++) {
     c.tap[d] = all + off;
-    fill_taps(c.tap[d], (int)p->i[0], (int)p->i[1], hpu_scalar_as_double(p->s[d]), x->sizes[1 + d], y->sizes[1 + d]);
+    fill_taps(c.tap[d], (int)p->i[0], (int)p->i[1], hpu_scalar_as_double(p->s[d]), x->sizes[1 + d], y->sizes[1 + d],
+              fwd ? p->i[3] : HPU_FLOAT32);
     off += y->sizes[1 + d];
   }
   hpu_range_fn fn = !fwd ? backward_planes : p->i[0] == HPU_UPSAMPLE_LINEAR ? linear_planes : nearest_planes;
