@@ -81,9 +81,6 @@ hpu_status_t hpu_spatial_pad_validate(const hpu_node_t *n) {
     if (p->i[0] == HPU_PAD_REFLECT && (before >= in || after >= in || -before >= in || -after >= in))
       return hpu_error(INVALID, "%s: padding (%lld, %lld) must be smaller than dim %d's size %lld", name,
                        (long long)before, (long long)after, 1 + d, (long long)in);
-    if (before + in <= 0 || after + in <= 0)
-      return hpu_error(INVALID, "%s: padding (%lld, %lld) crops all of dim %d", name, (long long)before,
-                       (long long)after, 1 + d);
   }
   return HPU_SUCCESS;
 }
