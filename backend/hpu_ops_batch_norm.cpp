@@ -189,6 +189,25 @@ Tuple3 native_batch_norm_backward(const at::Tensor& grad_out, const at::Tensor& 
   return {dx, dw, db};
 }
 
+// _batch_norm_with_update / batch_norm_backward: the training batch norm
+// that export and torch.compile trace to. PyTorch gives it per-backend
+// kernels only (no composite), so without these it fell back to the CPU.
+// The reserve is empty, as the CPU kernel's.
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> with_update(const at::Tensor& input, const Opt& weight,
+                                                                       const Opt& bias, at::Tensor& running_mean,
+                                                                       at::Tensor& running_var, double momentum,
+                                                                       double eps) {
+  auto r = batch_norm(input, weight, bias, running_mean, running_var, true, momentum, eps);
+  return {std::get<0>(r), std::get<1>(r), std::get<2>(r), at::empty({0}, input.options().dtype(at::kByte))};
+}
+
+Tuple3 new_backward(const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& weight,
+                    const Opt& running_mean, const Opt& running_var, const Opt& save_mean, const Opt& save_var,
+                    bool update, double eps, std::array<bool, 3> mask, const at::Tensor& /*reserve*/) {
+  return habana_torch::native_batch_norm_backward(grad_out, input, Opt(weight), running_mean, running_var, save_mean, save_var,
+                                                  update, eps, mask);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, HPU, m) {
@@ -197,6 +216,8 @@ TORCH_LIBRARY_IMPL(aten, HPU, m) {
   m.impl("_native_batch_norm_legit.no_stats", TORCH_FN(legit_no_stats));
   m.impl("_native_batch_norm_legit_no_training", TORCH_FN(legit_no_training));
   m.impl("native_batch_norm_backward", TORCH_FN(native_batch_norm_backward));
+  m.impl("_batch_norm_with_update", TORCH_FN(with_update));
+  m.impl("batch_norm_backward", TORCH_FN(new_backward));
 }
 
 }  // namespace habana_torch

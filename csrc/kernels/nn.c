@@ -9,6 +9,7 @@
 #include "hpu/status.h"
 #include "kernels/kernels.h"
 #include "kernels/nn_util.h"
+#include "kernels/vision.h"
 
 #define INVALID HPU_ERROR_INVALID_ARGUMENT
 
@@ -491,6 +492,9 @@ hpu_status_t hpu_validate_nn(const hpu_node_t *node) {
 #include "hpu/ops_tailidx.def"
 #undef HPU_OP
       return hpu_validate_tailidx(node);
+    case HPU_OP_UPSAMPLE: case HPU_OP_UPSAMPLE_BACKWARD: case HPU_OP_ADAPTIVE_AVG_POOL:
+    case HPU_OP_ADAPTIVE_AVG_POOL_BACKWARD: case HPU_OP_SPATIAL_PAD: case HPU_OP_SPATIAL_PAD_BACKWARD:
+      return hpu_vision_validate(node);
     default:
       return hpu_error(HPU_ERROR_UNSUPPORTED, "%s: no kernel in this build", hpu_op_name(node->op));
   }
@@ -528,6 +532,9 @@ hpu_status_t hpu_execute_nn(const hpu_node_t *node) {
 #include "hpu/ops_tailidx.def"
 #undef HPU_OP
       return hpu_execute_tailidx(node);
+    case HPU_OP_UPSAMPLE: case HPU_OP_UPSAMPLE_BACKWARD: case HPU_OP_ADAPTIVE_AVG_POOL:
+    case HPU_OP_ADAPTIVE_AVG_POOL_BACKWARD: case HPU_OP_SPATIAL_PAD: case HPU_OP_SPATIAL_PAD_BACKWARD:
+      return hpu_vision_execute(node);
     default:
       return hpu_error(HPU_ERROR_INTERNAL, "%s: no kernel in this build", hpu_op_name(node->op));
   }

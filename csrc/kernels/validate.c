@@ -20,6 +20,7 @@ static const char *const op_names[HPU_OP_COUNT] = {
     "(nn family marker)",
 #include "hpu/ops_nn.def"
 #include "hpu/ops_tailidx.def"
+#include "hpu/ops_vision.def"
 #undef HPU_OP
 };
 

@@ -95,3 +95,23 @@ def test_batch_norm_bad_input(bad, match):
     x = torch.randn(2, 3, 4, 4, device="hpu")
     with pytest.raises((RuntimeError, ValueError), match=match):
         bad(x)
+
+
+def test_batch_norm_with_update_matches_cpu(fallback_counts):
+    """_batch_norm_with_update and batch_norm_backward (what export and
+    torch.compile trace training batch norm to) run on the card: outputs,
+    saved statistics, updated running stats, the empty reserve, gradients."""
+    torch.manual_seed(0)
+    x, w, b = torch.randn(4, 3, 5, 5), torch.randn(3), torch.randn(3)
+    res = []
+    for dev in ("cpu", "hpu"):
+        xd, wd, bd = (t.detach().clone().to(dev).requires_grad_() for t in (x, w, b))
+        rm, rv = torch.zeros(3, device=dev), torch.ones(3, device=dev)
+        out, sm, sv, reserve = torch.ops.aten._batch_norm_with_update(xd, wd, bd, rm, rv, 0.1, 1e-5)
+        out.backward(torch.arange(out.numel(), dtype=torch.float32).view(out.shape).to(dev) / 50)
+        res.append(([t.detach().cpu() for t in (out, sm, sv, rm, rv, xd.grad, wd.grad, bd.grad)],
+                    (reserve.shape, reserve.dtype)))
+    for h, c in zip(res[1][0], res[0][0]):
+        torch.testing.assert_close(h, c, rtol=1e-4, atol=1e-5)
+    assert res[1][1] == res[0][1]
+    assert fallback_counts() == {}

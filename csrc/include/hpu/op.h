@@ -68,6 +68,7 @@ typedef enum hpu_op {
   HPU_OP_NN_BEGIN,        /* reductions, norms, softmax, losses, index ops */
 #include "hpu/ops_nn.def"
 #include "hpu/ops_tailidx.def"
+#include "hpu/ops_vision.def"
 #undef HPU_OP
   HPU_OP_COUNT
 } hpu_op_t;

@@ -19,6 +19,10 @@ typedef enum hpu_reduce_kind {
   HPU_REDUCE_KIND_COUNT
 } hpu_reduce_kind_t;
 
+/* HPU_OP_UPSAMPLE modes (params.nn.i[0]) and HPU_OP_SPATIAL_PAD modes. */
+typedef enum hpu_upsample_mode { HPU_UPSAMPLE_NEAREST = 0, HPU_UPSAMPLE_NEAREST_EXACT, HPU_UPSAMPLE_LINEAR } hpu_upsample_mode_t;
+typedef enum hpu_pad_mode { HPU_PAD_REFLECT = 0, HPU_PAD_REPLICATE } hpu_pad_mode_t;
+
 #define HPU_NN_MAX_INDICES 3
 
 typedef struct hpu_nn_params {

@@ -1,0 +1,23 @@
+/* The vision op family (ops_vision.def): validators and kernels, called
+ * from nn.c's dispatch. */
+#ifndef HPU_KERNELS_VISION_H
+#define HPU_KERNELS_VISION_H
+
+#include "hpu/op.h"
+
+hpu_status_t hpu_vision_validate(const hpu_node_t *node);
+hpu_status_t hpu_vision_execute(const hpu_node_t *node);
+
+/* Shared by the validators (vision_check.c): one input, one output, both
+ * [P, D, H, W] contiguous with the same P; dtypes equal, and float32 when
+ * `arith` (the op does arithmetic) or the op is a backward. */
+hpu_status_t hpu_vision_check_planes(const hpu_node_t *n, int arith);
+
+hpu_status_t hpu_upsample_validate(const hpu_node_t *node);
+hpu_status_t hpu_upsample_execute(const hpu_node_t *node);
+hpu_status_t hpu_adaptive_pool_validate(const hpu_node_t *node);
+hpu_status_t hpu_adaptive_pool_execute(const hpu_node_t *node);
+hpu_status_t hpu_spatial_pad_validate(const hpu_node_t *node);
+hpu_status_t hpu_spatial_pad_execute(const hpu_node_t *node);
+
+#endif

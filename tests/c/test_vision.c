@@ -1,0 +1,166 @@
+/* The vision ops (ops_vision.def) on host buffers, against values known by
+ * construction: nearest upsampling by 2 repeats each element, linear
+ * upsampling of a ramp with align_corners gives the finer ramp, adaptive
+ * pooling of ones gives ones and a gradient of ones sums back to each
+ * window's share, reflection / replication padding of a counter reads the
+ * reflected / clamped positions, and bad params are refused. */
+#include <CUnit/Basic.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "hpu/hpu.h"
+#include "kernels/kernels.h"
+
+static hpu_tensor_t T4(void *d, hpu_dtype_t dt, int64_t p, int64_t a, int64_t b, int64_t c) {
+  hpu_tensor_t t;
+  int64_t s[4] = {p, a, b, c};
+  CU_ASSERT_EQUAL_FATAL(hpu_tensor_init_contiguous(&t, d, dt, 4, s), 0);
+  return t;
+}
+
+static hpu_node_t node(hpu_op_t op, hpu_tensor_t in, hpu_tensor_t out) {
+  hpu_node_t n;
+  memset(&n, 0, sizeof n);
+  n.op = op;
+  n.compute_dtype = HPU_FLOAT32;
+  n.num_inputs = 1;
+  n.inputs[0] = in;
+  n.num_outputs = 1;
+  n.outputs[0] = out;
+  return n;
+}
+
+static void test_nearest(void) {
+  int16_t x[2 * 3 * 4], y[2 * 6 * 8];
+  for (int i = 0; i < 24; i++) x[i] = (int16_t)(i * 7 - 50);
+  hpu_node_t n = node(HPU_OP_UPSAMPLE, T4(x, HPU_INT16, 2, 1, 3, 4), T4(y, HPU_INT16, 2, 1, 6, 8));
+  n.params.nn.i[0] = HPU_UPSAMPLE_NEAREST, n.params.nn.i[2] = 2;
+  CU_ASSERT_EQUAL_FATAL(hpu_node_validate(&n), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_node_execute(&n), HPU_SUCCESS);
+  for (int p = 0; p < 2; p++)
+    for (int h = 0; h < 6; h++)
+      for (int w = 0; w < 8; w++) CU_ASSERT_EQUAL(y[(p * 6 + h) * 8 + w], x[(p * 3 + h / 2) * 4 + w / 2]);
+  /* its backward: every input gathers its 2 x 2 block */
+  float dy[2 * 6 * 8], dx[2 * 3 * 4];
+  for (int i = 0; i < 96; i++) dy[i] = (float)(i % 5);
+  hpu_node_t b = node(HPU_OP_UPSAMPLE_BACKWARD, T4(dy, HPU_FLOAT32, 2, 1, 6, 8), T4(dx, HPU_FLOAT32, 2, 1, 3, 4));
+  b.params = n.params;
+  CU_ASSERT_EQUAL_FATAL(hpu_node_validate(&b), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_node_execute(&b), HPU_SUCCESS);
+  for (int p = 0; p < 2; p++)
+    for (int h = 0; h < 3; h++)
+      for (int w = 0; w < 4; w++) {
+        float s = 0;
+        for (int a = 0; a < 2; a++)
+          for (int c = 0; c < 2; c++) s += dy[(p * 6 + 2 * h + a) * 8 + 2 * w + c];
+        CU_ASSERT_EQUAL(dx[(p * 3 + h) * 4 + w], s);
+      }
+  /* a backward in int16 is refused (float32 only) */
+  b.inputs[0].dtype = HPU_INT16;
+  b.outputs[0].dtype = HPU_INT16;
+  CU_ASSERT_NOT_EQUAL(hpu_node_validate(&b), HPU_SUCCESS);
+}
+
+static void test_linear_ramp(void) {
+  /* x[h][w] = 3h + w on a 4 x 5 grid, align_corners to 7 x 9: the output
+   * is the same plane sampled at h * 3/6, w * 4/8 */
+  float x[4 * 5], y[7 * 9];
+  for (int h = 0; h < 4; h++)
+    for (int w = 0; w < 5; w++) x[h * 5 + w] = (float)(3 * h + w);
+  hpu_node_t n = node(HPU_OP_UPSAMPLE, T4(x, HPU_FLOAT32, 1, 1, 4, 5), T4(y, HPU_FLOAT32, 1, 1, 7, 9));
+  n.params.nn.i[0] = HPU_UPSAMPLE_LINEAR, n.params.nn.i[1] = 1, n.params.nn.i[2] = 2;
+  CU_ASSERT_EQUAL_FATAL(hpu_node_validate(&n), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_node_execute(&n), HPU_SUCCESS);
+  for (int h = 0; h < 7; h++)
+    for (int w = 0; w < 9; w++) CU_ASSERT_DOUBLE_EQUAL(y[h * 9 + w], 3 * h * 0.5 + w * 0.5, 1e-5);
+  /* the backward of a gradient of ones puts the total, 63, back in x */
+  float dy[7 * 9], dx[4 * 5], sum = 0;
+  for (int i = 0; i < 63; i++) dy[i] = 1;
+  hpu_node_t b = node(HPU_OP_UPSAMPLE_BACKWARD, T4(dy, HPU_FLOAT32, 1, 1, 7, 9), T4(dx, HPU_FLOAT32, 1, 1, 4, 5));
+  b.params = n.params;
+  CU_ASSERT_EQUAL_FATAL(hpu_node_validate(&b), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_node_execute(&b), HPU_SUCCESS);
+  for (int i = 0; i < 20; i++) sum += dx[i];
+  CU_ASSERT_DOUBLE_EQUAL(sum, 63, 1e-4);
+  CU_ASSERT_DOUBLE_EQUAL(dx[0], 1 + 0.5 + 0.5 + 0.25, 1e-6); /* (1 + 1/2)^2 */
+  /* a 2-d op with a non-unit D is refused */
+  n.inputs[0] = T4(x, HPU_FLOAT32, 1, 2, 2, 5);
+  CU_ASSERT_NOT_EQUAL(hpu_node_validate(&n), HPU_SUCCESS);
+}
+
+static void test_adaptive_pool(void) {
+  /* 3-d: 5 x 7 x 3 -> 2 x 3 x 2, overlapping windows */
+  enum { D = 5, H = 7, W = 3, OD = 2, OH = 3, OW = 2 };
+  float x[D * H * W], y[OD * OH * OW], dx[D * H * W];
+  for (int i = 0; i < D * H * W; i++) x[i] = 1;
+  hpu_node_t n = node(HPU_OP_ADAPTIVE_AVG_POOL, T4(x, HPU_FLOAT32, 1, D, H, W), T4(y, HPU_FLOAT32, 1, OD, OH, OW));
+  CU_ASSERT_EQUAL_FATAL(hpu_node_validate(&n), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_node_execute(&n), HPU_SUCCESS);
+  for (int i = 0; i < OD * OH * OW; i++) CU_ASSERT_DOUBLE_EQUAL(y[i], 1, 1e-6);
+  hpu_node_t b =
+      node(HPU_OP_ADAPTIVE_AVG_POOL_BACKWARD, T4(y, HPU_FLOAT32, 1, OD, OH, OW), T4(dx, HPU_FLOAT32, 1, D, H, W));
+  CU_ASSERT_EQUAL_FATAL(hpu_node_validate(&b), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_node_execute(&b), HPU_SUCCESS);
+  float sum = 0;
+  for (int i = 0; i < D * H * W; i++) sum += dx[i];
+  CU_ASSERT_DOUBLE_EQUAL(sum, OD * OH * OW, 1e-4); /* each window spreads 1 */
+  /* d windows [0,3) [2,5): d = 2 is in both; h windows [0,3) [2,5) [4,7); w [0,2) [1,3) */
+  CU_ASSERT_DOUBLE_EQUAL(dx[(2 * H + 2) * W + 1], 2 * 2 * 2 / (3.0 * 3 * 2), 1e-6);
+  /* float64 is refused (the forwarder sends it to the CPU) */
+  n.inputs[0].dtype = n.outputs[0].dtype = HPU_FLOAT64;
+  CU_ASSERT_EQUAL(hpu_node_validate(&n), HPU_ERROR_UNSUPPORTED);
+}
+
+static void test_pad(void) {
+  /* 1 x 3 x 4 int64 counter, reflect (2, 1) on H and (3, -1) on W */
+  int64_t x[12], y[6 * 6];
+  for (int i = 0; i < 12; i++) x[i] = i;
+  for (int mode = 0; mode < 2; mode++) {
+    hpu_node_t n = node(HPU_OP_SPATIAL_PAD, T4(x, HPU_INT64, 1, 1, 3, 4), T4(y, HPU_INT64, 1, 1, 6, 6));
+    n.params.nn.i[0] = mode ? HPU_PAD_REPLICATE : HPU_PAD_REFLECT;
+    n.params.nn.sizes[1] = 2, n.params.nn.sizes[2] = 3;
+    CU_ASSERT_EQUAL_FATAL(hpu_node_validate(&n), HPU_SUCCESS);
+    CU_ASSERT_EQUAL(hpu_node_execute(&n), HPU_SUCCESS);
+    for (int h = 0; h < 6; h++)
+      for (int w = 0; w < 6; w++) {
+        int j = h - 2, k = w - 3;
+        if (mode) {
+          j = j < 0 ? 0 : j > 2 ? 2 : j;
+          k = k < 0 ? 0 : k > 3 ? 3 : k;
+        } else {
+          j = j < 0 ? -j : j > 2 ? 4 - j : j;
+          k = k < 0 ? -k : k > 3 ? 6 - k : k;
+        }
+        CU_ASSERT_EQUAL(y[h * 6 + w], x[j * 4 + k]);
+      }
+    /* a reflection pad as large as the dim is refused */
+    n.params.nn.sizes[2] = 4;
+    n.outputs[0] = T4(y, HPU_INT64, 1, 1, 6, 7);
+    if (!mode) CU_ASSERT_NOT_EQUAL(hpu_node_validate(&n), HPU_SUCCESS);
+  }
+  /* backward of reflect (1, 1) on a 3-wide row: dx = [g0, g1 + g3... ] */
+  float g[5] = {1, 10, 100, 1000, 10000}, dx[3];
+  hpu_node_t b = node(HPU_OP_SPATIAL_PAD_BACKWARD, T4(g, HPU_FLOAT32, 1, 1, 1, 5), T4(dx, HPU_FLOAT32, 1, 1, 1, 3));
+  b.params.nn.i[0] = HPU_PAD_REFLECT, b.params.nn.sizes[2] = 1;
+  CU_ASSERT_EQUAL_FATAL(hpu_node_validate(&b), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_node_execute(&b), HPU_SUCCESS);
+  /* out 0 reads 1, out 1..3 read 0..2, out 4 reads 1 */
+  CU_ASSERT_EQUAL(dx[0], 10);
+  CU_ASSERT_EQUAL(dx[1], 1 + 100 + 10000);
+  CU_ASSERT_EQUAL(dx[2], 1000);
+}
+
+int main(void) {
+  CU_initialize_registry();
+  CU_pSuite s = CU_add_suite("vision", NULL, NULL);
+  CU_add_test(s, "nearest upsampling by 2 and its backward", test_nearest);
+  CU_add_test(s, "bilinear upsampling of a ramp, align_corners", test_linear_ramp);
+  CU_add_test(s, "adaptive average pooling 3-d of ones", test_adaptive_pool);
+  CU_add_test(s, "reflection and replication padding of a counter", test_pad);
+  CU_basic_set_mode(CU_BRM_VERBOSE);
+  CU_basic_run_tests();
+  unsigned failed = CU_get_number_of_failures();
+  CU_cleanup_registry();
+  return failed ? 1 : 0;
+}
