@@ -48,8 +48,9 @@
 #define MAGIC 0x3150435255504848ull /* "HHPURCP1" */
 /* 2: groups may end with a row op; 3: the row op may be a reduction,
  * operands may broadcast; 4-7: op codes renumbered (ops added); 8: the
- * checksum covers the header and the signature too. */
-#define VERSION 8
+ * checksum covers the header and the signature too; 9: op codes renumbered
+ * (the special-function family). */
+#define VERSION 9
 
 typedef struct header {
   uint64_t magic;
