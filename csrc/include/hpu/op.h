@@ -63,6 +63,7 @@ typedef enum hpu_op {
                              and their backwards, optimizer steps */
 #define HPU_OP(code, name) code,
 #include "hpu/ops_pointwise.def"
+#include "hpu/ops_special.def" /* special functions, run by the pointwise engine */
   HPU_OP_NN_BEGIN,        /* reductions, norms, softmax, losses, index ops */
 #include "hpu/ops_nn.def"
 #undef HPU_OP
