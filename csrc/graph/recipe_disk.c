@@ -49,7 +49,7 @@
 /* 2: groups may end with a row op; 3: the row op may be a reduction,
  * operands may broadcast; 4-7: op codes renumbered (ops added); 8: the
  * checksum covers the header and the signature too; 9: op codes renumbered
- * (the pointwise tail). */
+ * (the pointwise tail, the special functions). */
 #define VERSION 9
 
 typedef struct header {

@@ -572,6 +572,7 @@ struct pw_ctx {
   kI_fn kI;
   hpu_isa_t isa;
   atomic_int *zero_div; /* integer REMAINDER / FMOD met a zero divisor */
+  hpu_op_t op;          /* for the special family's kernels */
 };
 
 #define DEF_K(FAM, W, N, ISA)                                                                \
@@ -697,6 +698,18 @@ static kF_fn pick_kF(pw_kernel_t k, hpu_isa_t isa) {
 }
 #endif
 static const kI_fn tab_I[K_COUNT] = {PW_I_KERNELS(TAB_KI)};
+
+/* The special family's chunk kernels in the engine's kernel signature. */
+static void kF_special(int64_t n, float *o, const float *a, const float *b, const float *c,
+                       const pw_ctx_t *x, int64_t idx) {
+  (void)c, (void)idx;
+  hpu_special_run_f(x->op, n, o, a, b, x->pD);
+}
+static void kD_special(int64_t n, double *o, const double *a, const double *b, const double *c,
+                       const pw_ctx_t *x, int64_t idx) {
+  (void)c, (void)idx;
+  hpu_special_run_d(x->op, n, o, a, b, x->pD);
+}
 
 /* Chunk conversions between any dtype and a family buffer. ----------------- */
 
@@ -872,6 +885,8 @@ static int fam_of(hpu_dtype_t cdt) {
 
 /* Math arity of an elementwise op; -1 for the special ones. */
 static int arity_of(hpu_op_t op) {
+  int special = hpu_special_arity(op);
+  if (special >= 0) return special;
   if (op >= HPU_OP_NEG && op <= HPU_OP_LOG_SIGMOID) return 1;
   if (op >= HPU_OP_MAXIMUM && op <= HPU_OP_LOG_SIGMOID_BACKWARD) return 2;
   if (op >= HPU_OP_CLAMP && op <= HPU_OP_BCE_BACKWARD) return 3;
@@ -977,7 +992,7 @@ static hpu_status_t validate_elementwise(const hpu_node_t *node, int arity) {
   hpu_dtype_t c = node->compute_dtype;
   if (!hpu_dtype_is_valid(c)) return hpu_error(INVALID, "%s: invalid compute dtype %d", name, (int)c);
   int fam = fam_of(c);
-  if (!has_kernel(kernel_of(node, fam), fam))
+  if (hpu_special_arity(node->op) >= 0 ? fam == FAM_I : !has_kernel(kernel_of(node, fam), fam))
     return hpu_error(HPU_ERROR_UNSUPPORTED, "%s: not implemented for compute dtype %s", name,
                      hpu_dtype_name(c));
   for (int k = 0; k < arity; k++)
@@ -1056,7 +1071,8 @@ static hpu_status_t run_elementwise(const hpu_node_t *node) {
   x.cdt = node->compute_dtype;
   x.fam = fam_of(x.cdt);
   x.dto = node->outputs[0].dtype;
-  pw_kernel_t k = kernel_of(node, x.fam);
+  /* special ops: any valid index for the lookups below, then replaced */
+  pw_kernel_t k = hpu_special_arity(node->op) >= 0 ? K_NEG : kernel_of(node, x.fam);
 #if HPU_HAVE_ISA_CLONES
   hpu_isa_t isa = hpu_kernels_isa();
   x.isa = isa;
@@ -1066,6 +1082,7 @@ static hpu_status_t run_elementwise(const hpu_node_t *node) {
 #endif
   x.kD = tab_D[k];
   x.kI = tab_I[k];
+  if (hpu_special_arity(node->op) >= 0) x.op = node->op, x.kF = kF_special, x.kD = kD_special;
   for (int j = 0; j < 6; j++) {
     double d = hpu_scalar_as_double(p->s[j]);
     x.pF[j] = (float)d;
@@ -1160,7 +1177,7 @@ int hpu_pw_tile_supported(const hpu_node_t *node) {
   if (node->outputs[0].dtype != c) return 0;
   for (int i = 0; i < node->num_inputs; i++)
     if (node->inputs[i].dtype != c) return 0;
-  return has_kernel(kernel_of(node, FAM_F), FAM_F);
+  return hpu_special_arity(node->op) >= 0 || has_kernel(kernel_of(node, FAM_F), FAM_F);
 }
 
 void hpu_pw_tile_prepare(const hpu_node_t *node, hpu_pw_tile_t *t) {
@@ -1170,7 +1187,7 @@ void hpu_pw_tile_prepare(const hpu_node_t *node, hpu_pw_tile_t *t) {
   x->arity = t->arity = arity_of(node->op);
   x->cdt = x->dto = node->compute_dtype;
   x->fam = FAM_F;
-  pw_kernel_t k = kernel_of(node, FAM_F);
+  pw_kernel_t k = hpu_special_arity(node->op) >= 0 ? K_NEG : kernel_of(node, FAM_F);
 #if HPU_HAVE_ISA_CLONES
   hpu_isa_t isa = hpu_kernels_isa();
   x->isa = isa;
@@ -1178,7 +1195,9 @@ void hpu_pw_tile_prepare(const hpu_node_t *node, hpu_pw_tile_t *t) {
 #else
   x->kF = tab_F[k];
 #endif
+  if (hpu_special_arity(node->op) >= 0) x->op = node->op, x->kF = kF_special;
   for (int j = 0; j < 6; j++) x->pF[j] = (float)hpu_scalar_as_double(p->s[j]);
+  for (int j = 0; j < 6; j++) x->pD[j] = hpu_scalar_as_double(p->s[j]);
   int next = 0;
   for (int j = 0; j < t->arity; j++) {
     if ((p->scalar_operands >> j) & 1) { /* as run_elementwise */

@@ -15,6 +15,7 @@ static const char *const op_names[HPU_OP_COUNT] = {
     "(pointwise family marker)",
 #define HPU_OP(code, name) name,
 #include "hpu/ops_pointwise.def"
+#include "hpu/ops_special.def"
     "(pointwise tail marker)",
 #include "hpu/ops_tailpw.def"
     "(nn family marker)",

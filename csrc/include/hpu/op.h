@@ -63,6 +63,7 @@ typedef enum hpu_op {
                              and their backwards, optimizer steps */
 #define HPU_OP(code, name) code,
 #include "hpu/ops_pointwise.def"
+#include "hpu/ops_special.def" /* special functions, run by the pointwise engine */
   HPU_OP_TAILPW_BEGIN,    /* the pointwise tail (kernels/pw_tail.c), within the pointwise range */
 #include "hpu/ops_tailpw.def"
   HPU_OP_NN_BEGIN,        /* reductions, norms, softmax, losses, index ops */
