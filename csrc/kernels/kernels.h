@@ -31,6 +31,8 @@ hpu_status_t hpu_validate_pointwise(const hpu_node_t *node);
 hpu_status_t hpu_execute_pointwise(const hpu_node_t *node);
 hpu_status_t hpu_validate_nn(const hpu_node_t *node);
 hpu_status_t hpu_execute_nn(const hpu_node_t *node);
+hpu_status_t hpu_validate_linalg(const hpu_node_t *node); /* linalg.c */
+hpu_status_t hpu_execute_linalg(const hpu_node_t *node);
 
 /* A reduction with fewer outputs than threads and rows of at least
  * HPU_REDUCE_SPLIT_MIN_LEN elements is split over threads in blocks of

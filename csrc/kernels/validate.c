@@ -17,6 +17,8 @@ static const char *const op_names[HPU_OP_COUNT] = {
 #include "hpu/ops_pointwise.def"
     "(nn family marker)",
 #include "hpu/ops_nn.def"
+    "(linalg family marker)",
+#include "hpu/ops_linalg.def"
 #undef HPU_OP
 };
 
@@ -277,6 +279,7 @@ hpu_status_t hpu_node_validate(const hpu_node_t *node) {
       node->op == HPU_OP_NN_BEGIN)
     return hpu_error(INVALID, "invalid op code %d", (int)node->op);
   if (hpu_op_is_pointwise(node->op)) return hpu_validate_pointwise(node);
+  if (hpu_op_is_linalg(node->op)) return hpu_validate_linalg(node);
   if (hpu_op_is_nn(node->op)) return hpu_validate_nn(node);
   const char *name = hpu_op_name(node->op);
   int min_in = 0, max_in = 0;
