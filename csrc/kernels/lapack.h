@@ -39,7 +39,10 @@
                  size_t uplo_len);                                                                 \
   void p##gelsy_(const blasint *m, const blasint *n, const blasint *nrhs, T *a, const blasint *lda, \
                  T *b, const blasint *ldb, blasint *jpvt, const T *rcond, blasint *rank, T *work,  \
-                 const blasint *lwork, blasint *info);
+                 const blasint *lwork, blasint *info);                                             \
+  void p##gels_(const char *trans, const blasint *m, const blasint *n, const blasint *nrhs, T *a,  \
+                const blasint *lda, T *b, const blasint *ldb, T *work, const blasint *lwork,       \
+                blasint *info, size_t trans_len);
 
 HPU_LAPACK_REAL(float, s)
 HPU_LAPACK_REAL(double, d)

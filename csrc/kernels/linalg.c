@@ -213,7 +213,8 @@ hpu_status_t hpu_validate_linalg(const hpu_node_t *nd) {
       if (b->ndim != a->ndim || hpu_linalg_dims(b).m != d.m)
         return hpu_error(INVALID, "%s: B must be [*, %lld, k]", name, (long long)d.m);
       HPU_TRY(check_operand(name, "B", b, dt, a, nb, 2, &b->sizes[nb]));
-      int64_t xs[2] = {d.n, b->sizes[b->ndim - 1]};
+      if (p[0] != 0 && p[0] != 1) return hpu_error(INVALID, "%s: driver %lld is not 0 (gelsy) or 1 (gels)", name, (long long)p[0]);
+      int64_t xs[2] = {d.m > d.n ? d.m : d.n, b->sizes[b->ndim - 1]};
       HPU_TRY(check_operand(name, "X", &nd->outputs[0], dt, a, nb, 2, xs));
       HPU_TRY(check_operand(name, "rank", &nd->outputs[1], HPU_INT64, a, nb, 0, NULL));
       break;

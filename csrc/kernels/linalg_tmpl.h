@@ -443,11 +443,14 @@ hpu_status_t FN(hpu_linalg_lstsq)(const hpu_node_t *nd) {
   T *x = hpu_tensor_data(&nd->outputs[0]);
   int64_t *rank = hpu_tensor_data(&nd->outputs[1]);
   int64_t mx = d.m > d.n ? d.m : d.n, nrhs = db.n;
+  int gels = nd->params.nn.i[0] == 1;
   T rcond = (T)nd->params.nn.s[0].f;
+  char trans = 'N';
   blasint m = (blasint)d.m, n = (blasint)d.n, k = (blasint)nrhs, lda = m > 1 ? m : 1;
   blasint ldb = mx > 1 ? (blasint)mx : 1, inf = 0, lwork = -1, rk = 0;
   T query = 0;
-  P(gelsy_)(&m, &n, &k, NULL, &lda, NULL, &ldb, NULL, &rcond, &rk, &query, &lwork, &inf);
+  if (gels) P(gels_)(&trans, &m, &n, &k, NULL, &lda, NULL, &ldb, &query, &lwork, &inf, 1);
+  else P(gelsy_)(&m, &n, &k, NULL, &lda, NULL, &ldb, NULL, &rcond, &rk, &query, &lwork, &inf);
   lwork = FN(lwork_of)(query);
   T *w = malloc((size_t)(d.m * d.n + ldb * nrhs + lwork + 1) * sizeof(T));
   blasint *jp = malloc((size_t)(d.n + 1) * sizeof(blasint));
@@ -456,17 +459,26 @@ hpu_status_t FN(hpu_linalg_lstsq)(const hpu_node_t *nd) {
     return hpu_error(HPU_ERROR_OUT_OF_MEMORY, "linalg_lstsq: no host memory for the workspace");
   }
   T *wb = w + d.m * d.n;
+  hpu_status_t st = HPU_SUCCESS;
   for (int64_t b = 0; b < d.batch; b++) {
     FN(to_cm)(w, lda, a + b * d.m * d.n, d.m, d.n);
     memset(wb, 0, (size_t)(ldb * nrhs) * sizeof(T));
     FN(to_cm)(wb, ldb, bsrc + b * d.m * nrhs, d.m, nrhs);
     memset(jp, 0, (size_t)(d.n + 1) * sizeof(blasint)); /* every column free to pivot */
-    rk = 0;
-    if (d.m > 0 && d.n > 0 && nrhs > 0)
-      P(gelsy_)(&m, &n, &k, w, &lda, wb, &ldb, jp, &rcond, &rk, wb + ldb * nrhs, &lwork, &inf);
-    FN(from_cm)(x + b * d.n * nrhs, wb, ldb, d.n, nrhs);
+    rk = 0, inf = 0;
+    if (d.m > 0 && d.n > 0 && nrhs > 0) {
+      if (gels) P(gels_)(&trans, &m, &n, &k, w, &lda, wb, &ldb, wb + ldb * nrhs, &lwork, &inf, 1);
+      else P(gelsy_)(&m, &n, &k, w, &lda, wb, &ldb, jp, &rcond, &rk, wb + ldb * nrhs, &lwork, &inf);
+    }
+    if (inf > 0) {
+      st = hpu_error(HPU_ERROR_INVALID_ARGUMENT,
+                     "torch.linalg.lstsq: The least squares solution could not be computed because the input "
+                     "matrix does not have full rank (error code: %d).", (int)inf);
+      break;
+    }
+    FN(from_cm)(x + b * mx * nrhs, wb, ldb, mx, nrhs);
     rank[b] = rk;
   }
   free(w), free(jp);
-  return HPU_SUCCESS;
+  return st;
 }

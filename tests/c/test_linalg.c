@@ -344,20 +344,28 @@ static void test_ldl_and_lstsq(void) {
   CU_ASSERT_EQUAL_FATAL(hpu_node_execute(&s), HPU_SUCCESS);
   for (int i = 0; i < 3; i++) CU_ASSERT_DOUBLE_EQUAL(out[i], x[i], 1e-12);
   /* Least squares: a consistent tall system has the exact solution. */
-  double ta[8] = {1, 0, 0, 1, 1, 1, 2, -1}, tx[2] = {3, -1}, tb[4], sol[2];
+  double ta[8] = {1, 0, 0, 1, 1, 1, 2, -1}, tx[2] = {3, -1}, tb[4], sol[4];
   int64_t rank = -1;
   matmul(tb, ta, tx, 4, 2, 1, 0);
   hpu_node_t l = node(HPU_OP_LINALG_LSTSQ);
   l.num_inputs = 2, l.num_outputs = 2;
   l.inputs[0] = T(ta, HPU_FLOAT64, 2, 4, 2, 0);
   l.inputs[1] = T(tb, HPU_FLOAT64, 2, 4, 1, 0);
-  l.outputs[0] = T(sol, HPU_FLOAT64, 2, 2, 1, 0);
+  l.outputs[0] = T(sol, HPU_FLOAT64, 2, 4, 1, 0); /* max(m, n) rows */
   l.outputs[1] = T(&rank, HPU_INT64, 0, 0, 0, 0);
   l.params.nn.s[0] = hpu_scalar_float(1e-12);
   CU_ASSERT_EQUAL_FATAL(hpu_node_validate(&l), HPU_SUCCESS);
   CU_ASSERT_EQUAL_FATAL(hpu_node_execute(&l), HPU_SUCCESS);
   CU_ASSERT_EQUAL(rank, 2);
   for (int i = 0; i < 2; i++) CU_ASSERT_DOUBLE_EQUAL(sol[i], tx[i], 1e-12);
+  l.params.nn.i[0] = 1; /* gels: the same solution, and zero residual components */
+  CU_ASSERT_EQUAL_FATAL(hpu_node_validate(&l), HPU_SUCCESS);
+  CU_ASSERT_EQUAL_FATAL(hpu_node_execute(&l), HPU_SUCCESS);
+  for (int i = 0; i < 2; i++) CU_ASSERT_DOUBLE_EQUAL(sol[i], tx[i], 1e-12);
+  for (int i = 2; i < 4; i++) CU_ASSERT_DOUBLE_EQUAL(sol[i], 0, 1e-12);
+  double singular[8] = {1, 0, 2, 0, 3, 0, 4, 0}; /* rank 1: a zero column */
+  l.inputs[0] = T(singular, HPU_FLOAT64, 2, 4, 2, 0);
+  CU_ASSERT_EQUAL(hpu_node_execute(&l), HPU_ERROR_INVALID_ARGUMENT);
 }
 
 static void test_refused(void) {
