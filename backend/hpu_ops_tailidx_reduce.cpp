@@ -1,8 +1,7 @@
 // Reductions of the tail family built from native hpu ops, with no node of
-// their own: nansum (sum with NaN read as 0), count_nonzero, aminmax (amin
-// and amax) and equal (eq, then all, read on the host: equal returns a
-// Python bool, so it synchronises, as on CUDA). Each raises the CPU op's
-// errors for bad arguments.
+// their own: nansum (sum with NaN read as 0), count_nonzero and aminmax
+// (amin and amax). Each raises the CPU op's errors for bad arguments.
+// (equal is in hpu_ops_linalg_vec.cpp.)
 #include <ATen/ATen.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/Resize.h>
@@ -60,14 +59,6 @@ std::tuple<at::Tensor&, at::Tensor&> aminmax_out(const at::Tensor& self, std::op
   return {min, max};
 }
 
-bool equal(const at::Tensor& self, const at::Tensor& other) {
-  check_same_device("equal", {&self, &other});
-  TORCH_CHECK(self.scalar_type() == other.scalar_type(), "Expected object of scalar type ", self.scalar_type(),
-              " but got scalar type ", other.scalar_type(), " for argument 'other'");
-  if (self.sizes() != other.sizes()) return false;
-  if (self.numel() == 0) return true;
-  return at::eq(self, other).all().item<bool>();
-}
 
 }  // namespace
 
@@ -76,7 +67,6 @@ TORCH_LIBRARY_IMPL(aten, HPU, m) {
   m.impl("nansum.out", TORCH_FN(nansum_out));
   m.impl("count_nonzero.dim_IntList", TORCH_FN(count_nonzero));
   m.impl("aminmax.out", TORCH_FN(aminmax_out));
-  m.impl("equal", TORCH_FN(equal));
 }
 
 }  // namespace habana_torch

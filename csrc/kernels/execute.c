@@ -52,6 +52,7 @@ hpu_status_t hpu_node_execute(const hpu_node_t *node) {
     return hpu_error(HPU_ERROR_INVALID_ARGUMENT, "execute: invalid node");
   if (hpu_op_is_tailpw(node->op)) return hpu_execute_tailpw(node); /* before its enclosing range */
   if (hpu_op_is_pointwise(node->op)) return hpu_execute_pointwise(node);
+  if (hpu_op_is_linalg(node->op)) return hpu_execute_linalg(node);
   if (hpu_op_is_nn(node->op)) return hpu_execute_nn(node);
   if (node->num_outputs < 1 || hpu_tensor_numel(&node->outputs[0]) == 0) return HPU_SUCCESS;
   switch (node->op) {

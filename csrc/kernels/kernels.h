@@ -37,6 +37,8 @@ hpu_status_t hpu_execute_nn(const hpu_node_t *node);
  * family's dispatch; its kernels may fail on bad index data. */
 hpu_status_t hpu_validate_tailidx(const hpu_node_t *node);
 hpu_status_t hpu_execute_tailidx(const hpu_node_t *node);
+hpu_status_t hpu_validate_linalg(const hpu_node_t *node); /* linalg.c */
+hpu_status_t hpu_execute_linalg(const hpu_node_t *node);
 
 /* A reduction with fewer outputs than threads and rows of at least
  * HPU_REDUCE_SPLIT_MIN_LEN elements is split over threads in blocks of

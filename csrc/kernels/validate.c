@@ -22,6 +22,8 @@ static const char *const op_names[HPU_OP_COUNT] = {
 #include "hpu/ops_nn.def"
 #include "hpu/ops_tailidx.def"
 #include "hpu/ops_vision.def"
+    "(linalg family marker)",
+#include "hpu/ops_linalg.def"
 #undef HPU_OP
 };
 
@@ -279,10 +281,11 @@ static hpu_status_t check_rng(const hpu_node_t *node) {
 hpu_status_t hpu_node_validate(const hpu_node_t *node) {
   if (!node) return hpu_error(INVALID, "node is NULL");
   if ((int)node->op < 0 || node->op >= HPU_OP_COUNT || node->op == HPU_OP_POINTWISE_BEGIN ||
-      node->op == HPU_OP_NN_BEGIN || node->op == HPU_OP_TAILPW_BEGIN)
+      node->op == HPU_OP_NN_BEGIN || node->op == HPU_OP_TAILPW_BEGIN || node->op == HPU_OP_LINALG_BEGIN)
     return hpu_error(INVALID, "invalid op code %d", (int)node->op);
   if (hpu_op_is_tailpw(node->op)) return hpu_validate_tailpw(node);
   if (hpu_op_is_pointwise(node->op)) return hpu_validate_pointwise(node);
+  if (hpu_op_is_linalg(node->op)) return hpu_validate_linalg(node);
   if (hpu_op_is_nn(node->op)) return hpu_validate_nn(node);
   const char *name = hpu_op_name(node->op);
   int min_in = 0, max_in = 0;

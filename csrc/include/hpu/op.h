@@ -70,6 +70,8 @@ typedef enum hpu_op {
 #include "hpu/ops_nn.def"
 #include "hpu/ops_tailidx.def"
 #include "hpu/ops_vision.def"
+  HPU_OP_LINALG_BEGIN,    /* LAPACK factorizations and solves; params in .nn */
+#include "hpu/ops_linalg.def"
 #undef HPU_OP
   HPU_OP_COUNT
 } hpu_op_t;
@@ -81,6 +83,9 @@ static inline int hpu_op_is_tailpw(hpu_op_t op) {
   return op > HPU_OP_TAILPW_BEGIN && op < HPU_OP_NN_BEGIN;
 }
 static inline int hpu_op_is_nn(hpu_op_t op) { return op > HPU_OP_NN_BEGIN && op < HPU_OP_COUNT; }
+/* Linalg ops also pass hpu_op_is_nn (they use params.nn, and the lazy
+ * graph's signature reads them as nn params): dispatchers test this first. */
+static inline int hpu_op_is_linalg(hpu_op_t op) { return op > HPU_OP_LINALG_BEGIN && op < HPU_OP_COUNT; }
 
 typedef enum hpu_rounding { HPU_ROUND_NONE = 0, HPU_ROUND_TRUNC, HPU_ROUND_FLOOR } hpu_rounding_t;
 
