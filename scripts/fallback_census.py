@@ -67,7 +67,31 @@ def run_op(op, n):
                 if any(r in str(e) for r in REFUSED):
                     refused += 1
     after = cpu_fallback_counts()
-    return sorted(k for k in after if after[k] != before.get(k, 0)), refused > 0 and ran == 0
+    if refused > 0 and ran == 0:
+        # refused outright, even where the fallback ran first and its
+        # result (complex, sparse) could not come back to the card
+        return [], True
+    return sorted(k for k in after if after[k] != before.get(k, 0)), False
+
+
+def census(samples=3, match=None, report=None):
+    """({op name: [aten ops that fell back]}, [ops refused outright], number
+    of ops placed on hpu: op_db less the refused ones)."""
+    pat = re.compile(match) if match else None
+    fell, refused, total = {}, [], 0
+    for op in op_db:
+        name = name_of(op)
+        if pat and not pat.search(name):
+            continue
+        total += 1
+        aten, all_refused = run_op(op, samples)
+        if aten:
+            fell[name] = aten
+            if report:
+                report(f"{name}: {', '.join(aten)}")
+        elif all_refused:
+            refused.append(name)
+    return fell, refused, total - len(refused)
 
 
 def main():
@@ -76,21 +100,8 @@ def main():
     p.add_argument("--match", default=None, help="only ops whose name matches this regular expression")
     p.add_argument("--json", default=None, help="also write {op: [aten ops]} of the ops that fell back here")
     args = p.parse_args()
-    pat = re.compile(args.match) if args.match else None
     warnings.filterwarnings("ignore")
-    fell, refused, total = {}, [], 0
-    for op in op_db:
-        name = name_of(op)
-        if pat and not pat.search(name):
-            continue
-        total += 1
-        aten, all_refused = run_op(op, args.samples)
-        if aten:
-            fell[name] = aten
-            print(f"{name}: {', '.join(aten)}", flush=True)
-        elif all_refused:
-            refused.append(name)
-    placed = total - len(refused)
+    fell, refused, placed = census(args.samples, args.match, report=lambda line: print(line, flush=True))
     print(f"\n{len(fell)} of {placed} ops fall back ({100.0 * len(fell) / max(placed, 1):.1f}%); "
           f"{len(refused)} more are refused with a clear error (complex, uint64, sparse, CUDA-only)")
     if args.json:
