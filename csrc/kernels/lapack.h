@@ -1,5 +1,8 @@
 /* The Fortran LAPACK routines the linalg kernels call, as the OpenBLAS the
  * core links exports them (Debian's libopenblas carries LAPACK; no LAPACKE).
+ * In a PyTorch process the MKL inside libtorch_cpu.so exports the same
+ * names and the dynamic linker finds it first, so there these reach MKL:
+ * only the Fortran ABI below is relied on, never one library's behaviour.
  * Every argument by pointer, matrices column-major; each character argument
  * has a hidden length after the others (gfortran's ABI; OpenBLAS's own C
  * implementations of some routines ignore them). blasint is OpenBLAS's
