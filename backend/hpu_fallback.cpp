@@ -79,7 +79,7 @@ void note_fallback(const std::string& name) { note_cpu_fallback(name); }
 
 void hpu_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   std::string name = c10::toString(op.schema().operator_name());
-  TORCH_CHECK(!hpu_capture_active(current_device()), name,
+  TORCH_CHECK(hpu_capture_demote(current_device()), name,
               " has no hpu kernel and would run on the CPU, which is not possible while hpu:",
               current_device(), " is capturing an HPU graph; run it outside the captured region");
   note_fallback(name);

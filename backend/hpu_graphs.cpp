@@ -36,18 +36,23 @@ void init_graph_bindings(py::module_& m) {
       .def("reset", &CapturedGraph::reset)
       .def_property_readonly("num_nodes", &CapturedGraph::num_nodes)
       .def_readonly("device", &CapturedGraph::device);
-  m.def("_capture_begin", [](int device) {
-    HANDLE_TH_ERRORS
-    check_device_index(device);
-    HPU_CHECK(hpu_capture_begin(device));
-    END_HANDLE_TH_ERRORS_PYBIND
-  });
-  m.def("_capture_end", [](int device) {
+  m.def(
+      "_capture_begin",
+      [](int device, bool demotable) {
+        HANDLE_TH_ERRORS
+        check_device_index(device);
+        HPU_CHECK(demotable ? hpu_capture_begin_demotable(device) : hpu_capture_begin(device));
+        END_HANDLE_TH_ERRORS_PYBIND
+      },
+      py::arg("device"), py::arg("demotable") = false);
+  // None when a demotable capture turned into ordinary execution.
+  m.def("_capture_end", [](int device) -> py::object {
     HANDLE_TH_ERRORS
     auto g = std::make_unique<CapturedGraph>();
     g->device = device;
     HPU_CHECK(hpu_capture_end(device, &g->graph));
-    return g;
+    if (!g->graph) return py::none();
+    return py::cast(std::move(g));
     END_HANDLE_TH_ERRORS_PYBIND
   });
   m.def("_capture_abort", [](int device) { hpu_capture_abort(device); });

@@ -215,7 +215,7 @@ static hpu_status_t flush(int device, int to_wait) {
   if (to_wait) hpu_lock_check_may_wait("a lazy flush");
   /* Every wait for the card and everything else put on its queue comes
    * through here: none of it can happen in the middle of a capture. */
-  if (hpu_capture_active(device))
+  if (hpu_capture_active(device) && !hpu_capture_demote(device))
     return hpu_error(HPU_ERROR_INVALID_ARGUMENT,
                      "hpu:%d is capturing an HPU graph: an operation that waits for the card or "
                      "uses it outside the graph (a host read such as .item()/.cpu()/print, "
@@ -277,7 +277,7 @@ int hpu_lazy_pending(int device) {
 hpu_status_t hpu_submit(hpu_stream_t stream, const hpu_node_t *node) {
   hpu_status_t captured;
   if (stream.device >= 0 && stream.device < HPU_MAX_CARDS) hpu_status_page_submit(stream.device, node);
-  if (hpu_capture_record(stream.device, node, &captured)) return captured;
+  if (hpu_capture_record(stream, node, &captured)) return captured;
   if (!hpu_lazy_enabled()) return hpu_launch(stream, node);
   if (stream.device < 0 || stream.device >= HPU_MAX_CARDS)
     return hpu_error(HPU_ERROR_INVALID_ARGUMENT, "hpu_submit: invalid device %d", stream.device);

@@ -164,3 +164,80 @@ def test_text_generation_decode_step_with_static_kv_cache():
     torch.testing.assert_close(graphed.kc.cpu(), ref.kc.cpu())
     assert counter("hpu_graph_capture") - captures == 1
     assert counter("hpu_graph_replay") - replays == 6
+
+
+def test_wrapped_forward_keeps_its_signature():
+    """transformers' generate passes attention_mask (and position ids,
+    cache positions, ...) only when inspect.signature(model.forward) names
+    them: with a signature of (*args, **kwargs) it left the mask out, and
+    optimum-habana's static-shape GPT-2 decoded other tokens than the CPU."""
+    import inspect
+
+    class WithMask(nn.Module):
+        def forward(self, input_ids, attention_mask=None, *, token_idx=None):
+            """Its own docstring."""
+            return input_ids * 2
+
+    plain = inspect.signature(WithMask().forward)
+    model = habana_torch.hpu.wrap_in_hpu_graph(WithMask())
+    assert inspect.signature(model.forward) == plain
+    assert "attention_mask" in inspect.signature(model.forward).parameters
+    assert model.forward.__doc__ == "Its own docstring."
+
+
+class LazyCacheThenHostRead(nn.Module):
+    """Fills a cache on its first call (a rotary table, say), then reads a
+    value on the host, which an HPU graph cannot capture, and counts its
+    calls in a buffer."""
+
+    def __init__(self):
+        super().__init__()
+        self.table = None
+        self.register_buffer("calls", torch.zeros(()))
+
+    def forward(self, x):
+        if self.table is None:
+            self.table = torch.arange(x.shape[-1], device=x.device, dtype=x.dtype) * 0.5 + 1
+        y = x * self.table
+        self.calls.add_(1)
+        if y.sum().item() > 1e30:  # the host read
+            y = y * 0
+        return y - 1
+
+
+def test_uncapturable_forward_runs_once_with_right_values():
+    """wrap_in_hpu_graph on a forward that reads a host value: the capture
+    turns into ordinary execution at the read (counted by hpu_graph_demoted)
+    and the forward runs once. Aborting the capture and running the forward
+    again, as before, left the cache made in the aborted half holding values
+    never computed, and the second run then used it."""
+    x = torch.randn(3, 8)
+    ref = LazyCacheThenHostRead()
+    expected = ref(x)
+    model = habana_torch.hpu.wrap_in_hpu_graph(LazyCacheThenHostRead().to("hpu").eval())
+    demoted, captures = counter("hpu_graph_demoted"), counter("hpu_graph_capture")
+    with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        first = model(x.to("hpu")).cpu()
+        second = model(x.to("hpu")).cpu()  # known uncapturable: the plain forward
+    assert counter("hpu_graph_demoted") - demoted == 1
+    assert counter("hpu_graph_capture") == captures
+    assert sum("cannot be captured" in str(w.message) for w in caught) == 1
+    torch.testing.assert_close(first, expected)
+    torch.testing.assert_close(second, expected)
+    torch.testing.assert_close(model.table.cpu(), ref.table)
+    assert model.calls.item() == 2  # each call counted once
+
+
+def test_strict_capture_still_refuses_a_host_read_after_a_demoted_one():
+    model = habana_torch.hpu.wrap_in_hpu_graph(LazyCacheThenHostRead().to("hpu").eval())
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model(torch.randn(2, 4, device="hpu"))
+    x = torch.randn(16, device="hpu")
+    g = torch.hpu.HPUGraph()
+    with pytest.raises(RuntimeError, match="capturing an HPU graph"):
+        with torch.hpu.graph(g):
+            (x * 2).sum().item()
+    assert not _C._capture_active(torch.hpu.current_device())
+    assert torch.equal((x * 2).cpu(), x.cpu() * 2)  # the card is usable after

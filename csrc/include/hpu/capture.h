@@ -23,6 +23,16 @@ extern "C" {
 typedef struct hpu_captured hpu_captured_t;
 
 hpu_status_t hpu_capture_begin(int device);
+/* A capture that, instead of failing at the first operation that cannot be
+ * captured, turns into ordinary execution there (wrap_in_hpu_graph's: the
+ * caller's code runs once either way, with its results right): what it had
+ * recorded is launched, and that operation and everything after it run as
+ * usual. hpu_capture_end then sets *captured to NULL. */
+hpu_status_t hpu_capture_begin_demotable(int device);
+/* If the card is capturing and the capture is demotable, demotes it. Returns
+ * nonzero when the card is no longer capturing (the caller may go on), zero
+ * when it still is (the caller must fail with a clear error). */
+int hpu_capture_demote(int device);
 /* Ends the capture and compiles it (fusion plan). */
 hpu_status_t hpu_capture_end(int device, hpu_captured_t **captured);
 /* Ends a capture and drops what it recorded (after an error). */

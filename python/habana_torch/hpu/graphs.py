@@ -12,6 +12,7 @@ the graph until it is reset. Random ops draw new numbers at each replay.
 """
 import collections
 import copy
+import functools
 import os
 import warnings
 
@@ -30,15 +31,22 @@ class HPUGraph:
         self._device = None
 
     def capture_begin(self, pool=None):
+        self._begin(demotable=False)
+
+    def _begin(self, demotable):
         _hpu._lazy_init()
         self.reset()
         self._device = _hpu.current_device()
-        _C._capture_begin(self._device)
+        _C._capture_begin(self._device, demotable)
 
     def capture_end(self):
+        """Ends the capture. Returns whether a graph was captured: False
+        only for a demotable capture (wrap_in_hpu_graph's) that met an
+        operation it cannot capture and ran as ordinary work from there."""
         if self._device is None:
             raise RuntimeError("capture_end() without capture_begin()")
         self._graph = _C._capture_end(self._device)
+        return self._graph is not None
 
     def capture_abort(self):
         if self._device is not None:
@@ -135,6 +143,10 @@ class _GraphedForward:
             raise ValueError(f"wrap_in_hpu_graph: max_graphs must be a positive int or None, got {max_graphs!r}")
         self.module = module
         self.forward = forward
+        # inspect.signature(module.forward) must still see forward's
+        # parameters: transformers' generate passes attention_mask (and
+        # other inputs) only when the forward's signature names them.
+        functools.update_wrapper(self, forward)
         self.max_graphs = max_graphs
         self.cache = collections.OrderedDict()
         self._warned_uncached = False
@@ -219,22 +231,30 @@ class _GraphedForward:
         versions = [t._version if isinstance(t, torch.Tensor) else None for t in static_leaves]
         args, kwargs = pytree.tree_unflatten(static_leaves, spec)
         hpu_graph = HPUGraph()
+        # Demotable: an operation that cannot be captured (a host read, a
+        # CPU fallback) turns the capture into ordinary execution from
+        # there, so the forward runs exactly once either way. Aborting and
+        # running it again would leave whatever the first, unexecuted half
+        # stored on the module (a cache, a buffer) holding values never
+        # computed, and apply its in-place updates twice.
+        hpu_graph._begin(demotable=True)
         try:
-            with graph(hpu_graph):
-                static_out = self.forward(*args, **kwargs)
-        except RuntimeError as e:
-            if "capturing an HPU graph" not in str(e) and "captured region" not in str(e):
-                raise
-            warnings.warn(f"wrap_in_hpu_graph: this forward cannot be captured ({str(e).splitlines()[0]}); "
-                          "running it without HPU graphs for these input shapes")
-            self.cache[key] = _UNCAPTURABLE
-            args, kwargs = pytree.tree_unflatten(leaves, spec)
-            return self.forward(*args, **kwargs)
+            static_out = self.forward(*args, **kwargs)
+        except BaseException:
+            hpu_graph.capture_abort()
+            raise
+        captured = hpu_graph.capture_end()
         # In-place writes to an argument bump its version counter.
         written = [i for i, (t, v) in enumerate(zip(static_leaves, versions))
                    if isinstance(t, torch.Tensor) and t._version != v]
-        self.cache[key] = (hpu_graph, static_leaves, static_out, written)
-        hpu_graph.replay()  # the capture recorded the work; run it for this call
+        if not captured:
+            warnings.warn(f"wrap_in_hpu_graph({type(self.module).__name__}): this forward cannot be captured "
+                          "(it reads a value on the host, or an op falls back to the CPU); it runs without HPU "
+                          "graphs for these input shapes (metric hpu_graph_demoted counts these)")
+            self.cache[key] = _UNCAPTURABLE
+        else:
+            self.cache[key] = (hpu_graph, static_leaves, static_out, written)
+            hpu_graph.replay()  # the capture recorded the work; run it for this call
         self._write_back(written, static_leaves, leaves)
         return static_out
 
