@@ -38,6 +38,10 @@ _alias_hpu_submodules()
 
 hpu._install_torch_hooks()
 
+from . import _torchvision_compat  # noqa: E402
+
+_torchvision_compat.install()
+
 
 def _join_autograd_device_threads():
     """At exit, before the interpreter finalises: wait until PyTorch's autograd
