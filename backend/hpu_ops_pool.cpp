@@ -1,7 +1,10 @@
 // 2-d pooling: max_pool2d_with_indices, avg_pool2d and their backwards
 // (functional and out= forms) as HPU_OP_MAX_POOL2D / HPU_OP_AVG_POOL2D
 // (csrc/kernels/pool.c), in float32 or float64: bf16 / fp16 planes are
-// widened on the card (exact for a max; averages are rounded once).
+// widened on the card (exact for a max; averages are rounded once). The
+// forwards take int64 (and the max int32 and uint8) as they are, in the
+// CPU's integer arithmetic; integer backwards go to the CPU, whose error the
+// user gets.
 // PyTorch's argument checks come first, with its messages.
 #include <ATen/ATen.h>
 #include <torch/library.h>
@@ -61,9 +64,12 @@ Pool pool_params(const at::Tensor& x, at::IntArrayRef kernel, at::IntArrayRef st
 bool native_dtype(at::ScalarType t) {
   return t == at::kFloat || t == at::kBFloat16 || t == at::kHalf || t == at::kDouble;
 }
-// The kernel's dtype for planes of dtype t: float64 stays, the rest computes in float32.
-at::ScalarType kernel_type(at::ScalarType t) { return t == at::kDouble ? at::kDouble : at::kFloat; }
-hpu_dtype_t kernel_hpu_type(at::ScalarType t) { return t == at::kDouble ? HPU_FLOAT64 : HPU_FLOAT32; }
+// The integer dtypes a forward takes as they are (avg: int64 only, as the CPU).
+bool native_int(at::ScalarType t, bool max) { return t == at::kLong || (max && (t == at::kInt || t == at::kByte)); }
+// The kernel's dtype for planes of dtype t: float64 and the integer types
+// stay, bf16 / fp16 compute in float32.
+at::ScalarType kernel_type(at::ScalarType t) { return t == at::kBFloat16 || t == at::kHalf ? at::kFloat : t; }
+hpu_dtype_t kernel_hpu_type(at::ScalarType t) { return to_hpu_dtype(kernel_type(t)); }
 
 std::vector<int64_t> out_shape(const at::Tensor& x, const Pool& p) {
   std::vector<int64_t> s(x.sizes().begin(), x.sizes().end());
@@ -75,7 +81,7 @@ std::vector<int64_t> out_shape(const at::Tensor& x, const Pool& p) {
 std::tuple<at::Tensor, at::Tensor> hpu_max_pool2d(const at::Tensor& self, at::IntArrayRef kernel, at::IntArrayRef stride,
                                               at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode) {
   Pool p = pool_params(self, kernel, stride, padding, dilation, ceil_mode);
-  if (!native_dtype(self.scalar_type())) {
+  if (!native_dtype(self.scalar_type()) && !native_int(self.scalar_type(), true)) {
     note_cpu_fallback("aten::max_pool2d_with_indices");
     auto r = at::max_pool2d_with_indices(self.cpu(), kernel, stride, padding, dilation, ceil_mode);
     return {std::get<0>(r).to(self.device()), std::get<1>(r).to(self.device())};
@@ -186,7 +192,7 @@ at::Tensor hpu_avg_pool2d(const at::Tensor& self, at::IntArrayRef kernel, at::In
                           at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
                           std::optional<int64_t> divisor_override) {
   Pool p = avg_params(self, kernel, stride, padding, ceil_mode, divisor_override);
-  if (!native_dtype(self.scalar_type())) {
+  if (!native_dtype(self.scalar_type()) && !native_int(self.scalar_type(), false)) {
     note_cpu_fallback("aten::avg_pool2d");
     return at::avg_pool2d(self.cpu(), kernel, stride, padding, ceil_mode, count_include_pad, divisor_override)
         .to(self.device());

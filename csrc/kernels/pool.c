@@ -1,5 +1,6 @@
 /* HPU_OP_MAX_POOL2D / HPU_OP_AVG_POOL2D and their backwards: pooling over
- * planes [P, H, W] (float32 or float64, contiguous), parallel over planes. The window loop
+ * planes [P, H, W] (float32 or float64; the forwards also int64, the max
+ * int32 and uint8; contiguous), parallel over planes. The window loop
  * clips the kernel to the image once per output row and column instead of
  * testing every tap. The backwards scatter each plane's dy into its own dx
  * plane, so no two threads write one element. */
@@ -22,10 +23,16 @@ static hpu_status_t need(const char *name, const hpu_tensor_t *t, const char *wh
   return HPU_SUCCESS;
 }
 
-/* The values' dtype: float64 runs the double loops, anything else must be
+/* The values' dtype for op: float32 and float64 everywhere, int64 for the
+ * forwards, int32 and uint8 for the max forward; anything else must be
  * float32 (need() names what it got). */
-static hpu_dtype_t value_dtype(const hpu_tensor_t *t) {
-  return t->dtype == HPU_FLOAT64 ? HPU_FLOAT64 : HPU_FLOAT32;
+static hpu_dtype_t value_dtype(const hpu_tensor_t *t, hpu_op_t op) {
+  hpu_dtype_t d = t->dtype;
+  int fwd = op == HPU_OP_MAX_POOL2D || op == HPU_OP_AVG_POOL2D;
+  if (d == HPU_FLOAT64 || (fwd && d == HPU_INT64) ||
+      (op == HPU_OP_MAX_POOL2D && (d == HPU_INT32 || d == HPU_UINT8)))
+    return d;
+  return HPU_FLOAT32;
 }
 
 /* Window [h0, h1) x [w0, w1) of output (oh, ow) and its divisor, as the
@@ -59,7 +66,7 @@ static hpu_status_t validate_avg(const hpu_node_t *n) {
   HPU_TRY(hpu_check_node_output(n, 0));
   int fwd = n->op == HPU_OP_AVG_POOL2D;
   const hpu_tensor_t *big = fwd ? &n->inputs[0] : &n->outputs[0], *small = fwd ? &n->outputs[0] : &n->inputs[0];
-  hpu_dtype_t dt = value_dtype(&n->inputs[0]);
+  hpu_dtype_t dt = value_dtype(&n->inputs[0], n->op);
   HPU_TRY(need(name, big, fwd ? "the input" : "grad_input", dt));
   HPU_TRY(need(name, small, fwd ? "the output" : "the gradient", dt));
   if (p->i[0] < 1 || p->i[1] < 1 || p->sizes[0] < 1 || p->sizes[1] < 1 || p->strides[0] < 0 || p->strides[1] < 0)
@@ -71,6 +78,8 @@ static hpu_status_t validate_avg(const hpu_node_t *n) {
   return HPU_SUCCESS;
 }
 
+#define LOWEST (-INFINITY)
+#define ISNAN(v) isnan(v)
 #define T float
 #define FN(x) x##_f32
 #include "kernels/pool_tmpl.h"
@@ -81,6 +90,32 @@ static hpu_status_t validate_avg(const hpu_node_t *n) {
 #include "kernels/pool_tmpl.h"
 #undef T
 #undef FN
+#undef LOWEST
+#undef ISNAN
+/* the integer types: max pooling forward (and int64 averages), as the CPU */
+#define LOWEST 0
+#define ISNAN(v) 0
+#define POOL_NO_BACKWARD
+#define T int64_t
+#define FN(x) x##_i64
+#include "kernels/pool_tmpl.h"
+#undef T
+#undef FN
+#define POOL_NO_AVG
+#define T int32_t
+#define FN(x) x##_i32
+#include "kernels/pool_tmpl.h"
+#undef T
+#undef FN
+#define T uint8_t
+#define FN(x) x##_u8
+#include "kernels/pool_tmpl.h"
+#undef T
+#undef FN
+#undef POOL_NO_AVG
+#undef POOL_NO_BACKWARD
+#undef LOWEST
+#undef ISNAN
 
 hpu_status_t hpu_pool_validate(const hpu_node_t *n) {
   const char *name = hpu_op_name(n->op);
@@ -91,7 +126,7 @@ hpu_status_t hpu_pool_validate(const hpu_node_t *n) {
     return hpu_error(INVALID, "%s: wrong operand count", name);
   for (int i = 0; i < n->num_inputs; i++) HPU_TRY(hpu_check_tensor(name, "input", i, &n->inputs[i]));
   for (int k = 0; k < n->num_outputs; k++) HPU_TRY(hpu_check_node_output(n, k));
-  hpu_dtype_t dt = value_dtype(&n->inputs[0]);
+  hpu_dtype_t dt = value_dtype(&n->inputs[0], n->op);
   if (!fwd) {
     HPU_TRY(need(name, &n->inputs[0], "the gradient", dt));
     HPU_TRY(need(name, &n->inputs[1], "the indices", HPU_INT64));
@@ -123,11 +158,21 @@ hpu_status_t hpu_pool_validate(const hpu_node_t *n) {
 
 hpu_status_t hpu_pool_execute(const hpu_node_t *n) {
   int64_t planes = n->inputs[0].sizes[0];
-  int f64 = n->inputs[0].dtype == HPU_FLOAT64;
-  hpu_range_fn fn = n->op == HPU_OP_MAX_POOL2D            ? (f64 ? max_planes_f64 : max_planes_f32)
-                    : n->op == HPU_OP_MAX_POOL2D_BACKWARD ? (f64 ? max_backward_planes_f64 : max_backward_planes_f32)
-                    : n->op == HPU_OP_AVG_POOL2D          ? (f64 ? avg_planes_f64 : avg_planes_f32)
-                                                          : (f64 ? avg_backward_planes_f64 : avg_backward_planes_f32);
+  hpu_dtype_t dt = n->inputs[0].dtype;
+  int f64 = dt == HPU_FLOAT64;
+  hpu_range_fn fn;
+  if (n->op == HPU_OP_MAX_POOL2D)
+    fn = dt == HPU_INT64   ? max_planes_i64
+         : dt == HPU_INT32 ? max_planes_i32
+         : dt == HPU_UINT8 ? max_planes_u8
+         : f64             ? max_planes_f64
+                           : max_planes_f32;
+  else if (n->op == HPU_OP_AVG_POOL2D)
+    fn = dt == HPU_INT64 ? avg_planes_i64 : f64 ? avg_planes_f64 : avg_planes_f32;
+  else if (n->op == HPU_OP_MAX_POOL2D_BACKWARD)
+    fn = f64 ? max_backward_planes_f64 : max_backward_planes_f32;
+  else
+    fn = f64 ? avg_backward_planes_f64 : avg_backward_planes_f32;
   hpu_parallel_for(planes, 1, fn, (void *)n);
   return HPU_SUCCESS;
 }

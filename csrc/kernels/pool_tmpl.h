@@ -1,8 +1,12 @@
 /* The pooling loops of pool.c for one element type, included there with
- * T (float / double) and FN(x) (the name's suffix). The float32 copy is
- * the float loop it always was; float64 is the same loop in double, which
- * is what the CPU computes for float64 (its accumulator type). */
+ * T, FN(x) (the name's suffix), LOWEST and ISNAN(v) (-INFINITY and isnan
+ * for the floating types, 0 for the integer ones), POOL_NO_AVG /
+ * POOL_NO_BACKWARD leaving out what a type does not run. The float32 copy
+ * is the float loop it always was; float64 and int64 sum in their own type,
+ * which is the CPU's accumulator type for them (int64: a truncating
+ * division, as the CPU's). */
 
+#ifndef POOL_NO_AVG
 static void FN(avg_planes)(void *ctx, int64_t p0, int64_t p1) {
   const hpu_node_t *n = ctx;
   const hpu_tensor_t *xt = &n->inputs[0], *yt = &n->outputs[0];
@@ -24,7 +28,9 @@ static void FN(avg_planes)(void *ctx, int64_t p0, int64_t p1) {
       }
   }
 }
+#endif
 
+#ifndef POOL_NO_BACKWARD
 static void FN(avg_backward_planes)(void *ctx, int64_t p0, int64_t p1) {
   const hpu_node_t *n = ctx;
   const hpu_tensor_t *gt = &n->inputs[0], *dt = &n->outputs[0];
@@ -43,6 +49,7 @@ static void FN(avg_backward_planes)(void *ctx, int64_t p0, int64_t p1) {
       }
   }
 }
+#endif
 
 static void FN(max_planes)(void *ctx, int64_t p0, int64_t p1) {
   const hpu_node_t *n = ctx;
@@ -59,7 +66,7 @@ static void FN(max_planes)(void *ctx, int64_t p0, int64_t p1) {
       int64_t h0 = oh * sh - ph;
       for (int64_t ow = 0; ow < OW; ow++) {
         int64_t w0 = ow * sw - pw;
-        T best = -INFINITY;
+        T best = LOWEST;
         int64_t bi = -1;
         for (int64_t a = 0; a < kh; a++) {
           int64_t h = h0 + a * dh;
@@ -68,10 +75,10 @@ static void FN(max_planes)(void *ctx, int64_t p0, int64_t p1) {
             int64_t w = w0 + b * dw;
             if (w < 0 || w >= W) continue;
             T v = x[h * W + w];
-            if (bi < 0 || v > best || isnan(v)) {
+            if (bi < 0 || v > best || ISNAN(v)) {
               best = v;
               bi = h * W + w;
-              if (isnan(v)) goto done;
+              if (ISNAN(v)) goto done;
             }
           }
         }
@@ -83,6 +90,7 @@ static void FN(max_planes)(void *ctx, int64_t p0, int64_t p1) {
   }
 }
 
+#ifndef POOL_NO_BACKWARD
 static void FN(max_backward_planes)(void *ctx, int64_t p0, int64_t p1) {
   const hpu_node_t *n = ctx;
   const hpu_tensor_t *gt = &n->inputs[0], *dt = &n->outputs[0];
@@ -96,4 +104,4 @@ static void FN(max_backward_planes)(void *ctx, int64_t p0, int64_t p1) {
       if (ix[i] >= 0 && ix[i] < HW) dx[ix[i]] += g[i];
   }
 }
-
+#endif

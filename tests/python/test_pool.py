@@ -1,7 +1,7 @@
 """Max and average pooling on the card (csrc/kernels/pool.c) against PyTorch's CPU
 kernel: values, indices and gradients for kernel / stride / padding /
 dilation / ceil_mode combinations, 3-d and 4-d inputs, float32, bf16 and
-float64 (with bits below float32's),
+float64 (with bits below float32's), the integer forwards exactly,
 NaN and ties, no CPU fallback; bad arguments raise PyTorch's errors."""
 import pytest
 import torch
@@ -108,3 +108,30 @@ def test_avg_pool2d_bad_input():
         F.avg_pool2d(x, 2, divisor_override=0)
     with pytest.raises(RuntimeError, match="pad should be at most half"):
         F.avg_pool2d(x, 2, padding=2)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8])
+@pytest.mark.parametrize("case", CASES)
+def test_max_pool2d_integers_match_cpu(case, dtype, fallback_counts):
+    """The integer types the CPU pools run on the card: values and indices
+    exact (ties: the first max), no fallback."""
+    shape, k, s, p, d, ceil = case
+    torch.manual_seed(0)
+    x = torch.randint(0 if dtype == torch.uint8 else -100, 100, shape, dtype=dtype)
+    yh, ih = F.max_pool2d(x.to("hpu"), k, s, p, d, ceil_mode=ceil, return_indices=True)
+    yc, ic = F.max_pool2d(x, k, s, p, d, ceil_mode=ceil, return_indices=True)
+    assert yh.dtype == dtype and torch.equal(yh.cpu(), yc) and torch.equal(ih.cpu(), ic)
+    assert fallback_counts() == {}
+
+
+@pytest.mark.parametrize("case", AVG_CASES)
+def test_avg_pool2d_int64_matches_cpu(case, fallback_counts):
+    """int64 averages are the CPU's: an int64 sum, a division truncating
+    toward zero (negative sums too)."""
+    shape, k, s, p, ceil, incl, div = case
+    torch.manual_seed(0)
+    x = torch.randint(-1000, 1000, shape)
+    kw = dict(ceil_mode=ceil, count_include_pad=incl, divisor_override=div)
+    y = F.avg_pool2d(x.to("hpu"), k, s, p, **kw)
+    assert y.dtype == torch.int64 and torch.equal(y.cpu(), F.avg_pool2d(x, k, s, p, **kw))
+    assert fallback_counts() == {}
