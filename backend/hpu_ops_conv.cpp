@@ -1,9 +1,10 @@
 // Convolutions: PyTorch's front end (at::_convolution) checks the shapes,
 // padding and groups, handles batchless input, then reaches a backend as the
 // *_overrideable ops. 1-d and 2-d convolutions run as HPU_OP_CONV /
-// HPU_OP_CONV_BACKWARD (csrc/kernels/conv.c), in float32 or float64: bf16 /
-// fp16 operands are widened on the card (exactly) and the results rounded
-// once, as the CPU's kernels accumulate in float. Transposed and 3-d
+// HPU_OP_CONV_BACKWARD (csrc/kernels/conv.c), in float32 or float64 (and
+// int64 forwards, exact as the CPU's): bf16 / fp16 operands are widened on
+// the card (exactly) and the results rounded once, as the CPU's kernels
+// accumulate in float. Transposed and 3-d
 // convolutions run PyTorch's CPU convolution (counted as a CPU fallback: the
 // boxed fallback cannot serve these ops, the CPU has no kernel under their
 // names).
@@ -16,9 +17,11 @@
 namespace habana_torch {
 namespace {
 
-bool native_conv(const at::Tensor& input, const at::Tensor& weight, bool transposed) {
+// forward: int64 too (the CPU's integer convolution has no gradient).
+bool native_conv(const at::Tensor& input, const at::Tensor& weight, bool transposed, bool forward) {
   at::ScalarType t = input.scalar_type();
-  bool dtype_ok = t == at::kFloat || t == at::kBFloat16 || t == at::kHalf || t == at::kDouble;
+  bool dtype_ok = t == at::kFloat || t == at::kBFloat16 || t == at::kHalf || t == at::kDouble ||
+                  (forward && t == at::kLong);
   return !transposed && (weight.dim() == 3 || weight.dim() == 4) && dtype_ok;
 }
 
@@ -29,15 +32,15 @@ int64_t at2(at::IntArrayRef a, size_t i, bool one_d, int64_t neutral) {
   return a.size() == 1 ? a[0] : a[i];
 }
 
-// The kernel's dtype for an input of dtype t: float64 stays, the rest computes in float32.
-at::ScalarType kernel_type(at::ScalarType t) { return t == at::kDouble ? at::kDouble : at::kFloat; }
+// The kernel's dtype for an input of dtype t: float64 and int64 stay, the rest computes in float32.
+at::ScalarType kernel_type(at::ScalarType t) { return t == at::kDouble || t == at::kLong ? t : at::kFloat; }
 at::Tensor as_kernel(const at::Tensor& t, at::ScalarType kt) { return t.to(kt).contiguous(); }
 
 hpu_node_t conv_node(hpu_op_t op, bool one_d, at::IntArrayRef stride, at::IntArrayRef padding,
                      at::IntArrayRef dilation, int64_t groups, at::ScalarType kt) {
   hpu_node_t n{};
   n.op = op;
-  n.compute_dtype = kt == at::kDouble ? HPU_FLOAT64 : HPU_FLOAT32;
+  n.compute_dtype = to_hpu_dtype(kt);
   n.params.nn.i[0] = groups;
   n.params.nn.i[2] = at2(dilation, 0, one_d, 1);
   n.params.nn.i[3] = at2(dilation, 1, one_d, 1);
@@ -75,7 +78,7 @@ at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& w
   const at::Tensor none;
   check_same_device("convolution", {&input, &weight, has_b ? &*bias : &none});
   check_geometry(stride, padding, dilation, groups);
-  if (!native_conv(input, weight, transposed))
+  if (!native_conv(input, weight, transposed, true))
     return conv_cpu(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups);
   TORCH_CHECK(input.dim() == weight.dim(), "convolution: expected a ", weight.dim(), "-d input (batched), got ",
               input.sizes());
@@ -133,7 +136,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
     int64_t groups, std::array<bool, 3> output_mask) {
   check_same_device("convolution_backward", {&grad_output, &input, &weight});
   check_geometry(stride, padding, dilation, groups);
-  if (!native_conv(input, weight, transposed))
+  if (!native_conv(input, weight, transposed, false))
     return conv_backward_cpu(grad_output, input, weight, stride, padding, dilation, transposed, output_padding,
                              groups, output_mask);
   TORCH_CHECK(input.dim() == weight.dim() && grad_output.dim() == weight.dim(),

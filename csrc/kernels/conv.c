@@ -1,5 +1,6 @@
 /* HPU_OP_CONV / HPU_OP_CONV_BACKWARD: 2-d convolution (NCHW, float32 or
- * float64: conv_tmpl.h, included once per type) as GEMMs on the matmul kernel, which picks our packed microkernels or
+ * float64, and int64 forwards: conv_tmpl.h, included once per type) as GEMMs
+ * on the matmul kernel, which picks our packed microkernels or
  * OpenBLAS by shape (matmul.c).
  *  - 1x1, stride 1, no padding: x[n, g] already is the GEMM's [Cg, H*W]
  *    operand, so y[n, g] = W[g] @ x[n, g] and dx[n, g] = W[g]^T @ dy[n, g]
@@ -81,10 +82,13 @@ static hpu_status_t need_shape(const char *name, const hpu_tensor_t *t, const ch
   return HPU_SUCCESS;
 }
 
-/* The dtype every operand has: float64 when the input x is, else float32. */
+/* The dtype every operand has: float64 when the input x is, int64 when a
+ * forward's x is, else float32. */
 static hpu_dtype_t node_dtype(const hpu_node_t *n) {
   int xi = n->op == HPU_OP_CONV ? 0 : 1;
-  return n->num_inputs > xi && n->inputs[xi].dtype == HPU_FLOAT64 ? HPU_FLOAT64 : HPU_FLOAT32;
+  hpu_dtype_t d = n->num_inputs > xi ? n->inputs[xi].dtype : HPU_FLOAT32;
+  if (d == HPU_FLOAT64 || (d == HPU_INT64 && n->op == HPU_OP_CONV)) return d;
+  return HPU_FLOAT32;
 }
 
 /* x and weight (inputs xi and wi) and the params agree. */
@@ -223,9 +227,20 @@ static hpu_status_t oom(void) {
 #undef T
 #undef DT
 #undef FN
+/* int64: the forward only (the CPU's integer convolution has no gradient) */
+#define CONV_NO_BACKWARD
+#define T int64_t
+#define DT HPU_INT64
+#define FN(x) x##_i64
+#include "kernels/conv_tmpl.h"
+#undef T
+#undef DT
+#undef FN
+#undef CONV_NO_BACKWARD
 
 hpu_status_t hpu_conv_execute(const hpu_node_t *n) {
-  int f64 = n->inputs[n->op == HPU_OP_CONV ? 0 : 1].dtype == HPU_FLOAT64;
-  if (n->op == HPU_OP_CONV) return f64 ? conv_forward_f64(n) : conv_forward_f32(n);
-  return f64 ? conv_backward_f64(n) : conv_backward_f32(n);
+  hpu_dtype_t dt = node_dtype(n);
+  if (n->op == HPU_OP_CONV)
+    return dt == HPU_INT64 ? conv_forward_i64(n) : dt == HPU_FLOAT64 ? conv_forward_f64(n) : conv_forward_f32(n);
+  return dt == HPU_FLOAT64 ? conv_backward_f64(n) : conv_backward_f32(n);
 }

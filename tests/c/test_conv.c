@@ -2,8 +2,8 @@
  * convolution's definition summed in double: forward, dx, dweight, dbias,
  * for the GEMM-only 1x1 path, several images per column panel, one image in
  * row bands, stride, padding, dilation and groups, in float32 and float64
- * (whose results are the definition's to rounding in double); and bad
- * params. */
+ * (whose results are the definition's to rounding in double); the int64
+ * forward exactly; and bad params. */
 #include <CUnit/Basic.h>
 #include <math.h>
 #include <stdint.h>
@@ -164,6 +164,53 @@ static void test_conv_f64_by_definition(void) {
   g_dt = HPU_FLOAT32;
 }
 
+/* int64 forward (stride 2, padding, 2 groups, bias) against the definition,
+ * exactly; an int64 backward is refused (the CPU's has no gradient). */
+static void test_conv_int64(void) {
+  enum { N = 2, C = 4, H = 5, W = 6, Co = 4, K = 3, G = 2, Cg = C / G, OH = 3, OW = 3 };
+  int64_t x[N * C * H * W], w[Co * Cg * K * K], b[Co], y[N * Co * OH * OW];
+  for (int i = 0; i < N * C * H * W; i++) x[i] = (i * 37) % 101 - 50;
+  for (int i = 0; i < Co * Cg * K * K; i++) w[i] = (i * 11) % 19 - 9;
+  for (int i = 0; i < Co; i++) b[i] = 1000 * i - 1500;
+  cs_t c = {N, C, H, W, Co, K, K, 2, 2, 1, 1, 1, 1, G};
+  hpu_node_t f = conv_node(HPU_OP_CONV, &c);
+  g_dt = HPU_INT64;
+  f.compute_dtype = HPU_INT64;
+  f.num_inputs = 3;
+  f.inputs[0] = T4(x, N, C, H, W);
+  f.inputs[1] = T4(w, Co, Cg, K, K);
+  f.inputs[2] = T1(b, Co);
+  f.params.nn.i[1] = 1;
+  f.num_outputs = 1;
+  f.outputs[0] = T4(y, N, Co, OH, OW);
+  CU_ASSERT_EQUAL_FATAL(hpu_node_validate(&f), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_node_execute(&f), HPU_SUCCESS);
+  for (int n = 0; n < N; n++)
+    for (int o = 0; o < Co; o++)
+      for (int i = 0; i < OH; i++)
+        for (int j = 0; j < OW; j++) {
+          int64_t s = b[o];
+          for (int ci = 0; ci < Cg; ci++)
+            for (int kh = 0; kh < K; kh++)
+              for (int kw = 0; kw < K; kw++) {
+                int ih = 2 * i - 1 + kh, iw = 2 * j - 1 + kw;
+                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                s += x[((n * C + o / (Co / G) * Cg + ci) * H + ih) * W + iw] * w[((o * Cg + ci) * K + kh) * K + kw];
+              }
+          CU_ASSERT_EQUAL(y[((n * Co + o) * OH + i) * OW + j], s);
+        }
+  hpu_node_t bw = conv_node(HPU_OP_CONV_BACKWARD, &c);
+  bw.num_inputs = 3;
+  bw.inputs[0] = f.outputs[0];
+  bw.inputs[1] = f.inputs[0];
+  bw.inputs[2] = f.inputs[1];
+  bw.num_outputs = 3;
+  bw.outputs[0] = f.inputs[0];
+  bw.params.nn.i[1] = 1;
+  CU_ASSERT_EQUAL(hpu_node_validate(&bw), HPU_ERROR_UNSUPPORTED);
+  g_dt = HPU_FLOAT32;
+}
+
 static void test_conv_rejects_bad_params(void) {
   float buf[64] = {0};
   cs_t c = {1, 2, 4, 4, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1};
@@ -194,6 +241,7 @@ int main(void) {
   CU_pSuite s = CU_add_suite("conv", NULL, NULL);
   CU_add_test(s, "convolution and its gradients by definition", test_conv_by_definition);
   CU_add_test(s, "float64 convolution and its gradients by definition", test_conv_f64_by_definition);
+  CU_add_test(s, "int64 convolution forward by definition", test_conv_int64);
   CU_add_test(s, "bad params are rejected", test_conv_rejects_bad_params);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();

@@ -1,7 +1,7 @@
 """Convolutions on the card (csrc/kernels/conv.c) against PyTorch's CPU
 convolution: forward and all three gradients, 1-d and 2-d, stride, padding,
 dilation, groups (depthwise too), bias or not, float32, bf16 and float64,
-and no CPU fallback. Bad arguments raise PyTorch's errors."""
+the int64 forward exactly, and no CPU fallback. Bad arguments raise PyTorch's errors."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -134,3 +134,20 @@ def test_conv_bad_input(bad, match):
     w = torch.randn(4, 3, 3, 3, device="hpu")
     with pytest.raises((RuntimeError, ValueError), match=match):
         bad(x, w)
+
+
+@pytest.mark.parametrize("case", CASES_2D[:4])
+def test_conv_int64_forward_matches_cpu(case, fallback_counts):
+    """int64 convolution (no gradient, as on the CPU) is exact: the same
+    integers, with and without bias, 2-d and 1-d."""
+    N, C, H, W, Co, k, s, p, d, g = case
+    torch.manual_seed(0)
+    x = torch.randint(-50, 50, (N, C, H, W))
+    w = torch.randint(-9, 9, (Co, C // g, k, k))
+    b = torch.randint(-1000, 1000, (Co,))
+    kw = dict(stride=s, padding=p, dilation=d, groups=g)
+    y = F.conv2d(x.to("hpu"), w.to("hpu"), b.to("hpu"), **kw)
+    assert y.dtype == torch.int64 and torch.equal(y.cpu(), F.conv2d(x, w, b, **kw))
+    y1 = F.conv1d(x[:, :, 0].to("hpu"), w[:, :, 0].to("hpu"), None, stride=s, padding=p, dilation=d, groups=g)
+    assert torch.equal(y1.cpu(), F.conv1d(x[:, :, 0], w[:, :, 0], None, stride=s, padding=p, dilation=d, groups=g))
+    assert fallback_counts() == {}
