@@ -40,6 +40,18 @@ void check_channels(const at::Tensor& x, std::initializer_list<std::pair<const O
                 (*t)->numel());
 }
 
+// The CPU's dtype rule: weight, bias and running statistics have the
+// input's dtype, or float for a bf16 / fp16 input (its mixed mode).
+void check_dtypes(const at::Tensor& x, std::initializer_list<const Opt*> ts) {
+  at::ScalarType t = x.scalar_type();
+  bool reduced = t == at::kBFloat16 || t == at::kHalf;
+  for (const Opt* o : ts) {
+    if (!has(*o)) continue;
+    at::ScalarType pt = (*o)->scalar_type();
+    TORCH_CHECK(pt == t || (reduced && pt == at::kFloat), "mixed dtype (CPU): all inputs must share same datatype.");
+  }
+}
+
 // Statistics and running buffers keep the parameters' dtype: float for a
 // bf16 / fp16 input with float parameters, else the input's.
 at::ScalarType param_type(const at::Tensor& x, const Opt& w) { return has(w) ? w->scalar_type() : x.scalar_type(); }
@@ -64,6 +76,7 @@ Tuple3 batch_norm(const at::Tensor& input, const Opt& weight, const Opt& bias, c
   int64_t N = x.size(0), C = x.size(1), HW = x.size(2);
   check_channels(input, {{&weight, "weight"}, {&bias, "bias"}, {&running_mean, "running_mean"},
                          {&running_var, "running_var"}});
+  check_dtypes(input, {&weight, &bias, &running_mean, &running_var});
   TORCH_CHECK(training || (has(running_mean) && has(running_var)),
               "batch_norm: running_mean and running_var must be defined in evaluation mode");
   at::Tensor aff = at::empty({2, C}, x.options());

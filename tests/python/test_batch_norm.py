@@ -122,3 +122,14 @@ def test_batch_norm_with_update_matches_cpu(dtype, fallback_counts):
         close(h, c, dtype)
     assert res[1][1] == res[0][1]
     assert fallback_counts() == {}
+
+
+@pytest.mark.parametrize("xd, pd", [(torch.float64, torch.float32), (torch.float32, torch.float64)])
+def test_batch_norm_mixed_dtypes_raise_like_cpu(xd, pd):
+    """The parameters must have the input's dtype (float is only allowed
+    with a bf16 / fp16 input): the CPU refuses the rest, and so does hpu
+    instead of computing in one of the two."""
+    x, w = torch.randn(2, 3, 4, dtype=xd), torch.randn(3, dtype=pd)
+    for dev in ("cpu", "hpu"):
+        with pytest.raises(RuntimeError, match="mixed dtype"):
+            F.batch_norm(x.to(dev), None, None, w.to(dev), w.to(dev), training=True)
