@@ -1,10 +1,9 @@
 // Batch norm: native_batch_norm, the _native_batch_norm_legit family and
 // native_batch_norm_backward as HPU_OP_BATCH_NORM(_BACKWARD)
-// (csrc/kernels/batch_norm.c), in float32: bf16 / fp16 inputs are widened
-// on the card and the results rounded once, as the CPU's kernel computes
-// in float. The running statistics are updated on the card as the CPU
-// does (momentum, unbiased variance). float64 runs PyTorch's CPU kernel
-// (counted as a CPU fallback).
+// (csrc/kernels/batch_norm.c), in float32 or float64: bf16 / fp16 inputs
+// are widened on the card and the results rounded once, as the CPU's kernel
+// computes in float. The running statistics are updated on the card as the
+// CPU does (momentum, unbiased variance).
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
@@ -22,19 +21,35 @@ const at::Tensor* ptr(const Opt& t) {
   static const at::Tensor none;
   return has(t) ? &*t : &none;
 }
-bool native_dtype(at::ScalarType t) { return t == at::kFloat || t == at::kBFloat16 || t == at::kHalf; }
-at::Tensor f32(const at::Tensor& t) { return t.to(at::kFloat).contiguous(); }
+bool native_dtype(at::ScalarType t) {
+  return t == at::kFloat || t == at::kBFloat16 || t == at::kHalf || t == at::kDouble;
+}
+// The kernel's dtype for input x: float64 stays, the rest computes in float32.
+at::ScalarType kernel_type(const at::Tensor& x) { return x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat; }
+hpu_dtype_t kernel_hpu_type(const at::Tensor& x) { return x.scalar_type() == at::kDouble ? HPU_FLOAT64 : HPU_FLOAT32; }
 
 // x as [N, C, HW], and checks of the per-channel tensors, with the CPU's messages.
 at::Tensor as3d(const at::Tensor& x) {
   TORCH_CHECK(x.dim() >= 2, "batch_norm: expected an input with at least 2 dims [N, C, ...], got ", x.sizes());
   int64_t N = x.size(0), C = x.size(1);
-  return f32(x).view({N, C, N * C != 0 ? x.numel() / (N * C) : 0});
+  return x.to(kernel_type(x)).contiguous().view({N, C, N * C != 0 ? x.numel() / (N * C) : 0});
 }
 void check_channels(const at::Tensor& x, std::initializer_list<std::pair<const Opt*, const char*>> ts) {
   for (auto& [t, what] : ts)
     TORCH_CHECK(!has(*t) || (*t)->numel() == x.size(1), what, " should contain ", x.size(1), " elements not ",
                 (*t)->numel());
+}
+
+// The CPU's dtype rule: weight, bias and running statistics have the
+// input's dtype, or float for a bf16 / fp16 input (its mixed mode).
+void check_dtypes(const at::Tensor& x, std::initializer_list<const Opt*> ts) {
+  at::ScalarType t = x.scalar_type();
+  bool reduced = t == at::kBFloat16 || t == at::kHalf;
+  for (const Opt* o : ts) {
+    if (!has(*o)) continue;
+    at::ScalarType pt = (*o)->scalar_type();
+    TORCH_CHECK(pt == t || (reduced && pt == at::kFloat), "mixed dtype (CPU): all inputs must share same datatype.");
+  }
 }
 
 // Statistics and running buffers keep the parameters' dtype: float for a
@@ -61,6 +76,7 @@ Tuple3 batch_norm(const at::Tensor& input, const Opt& weight, const Opt& bias, c
   int64_t N = x.size(0), C = x.size(1), HW = x.size(2);
   check_channels(input, {{&weight, "weight"}, {&bias, "bias"}, {&running_mean, "running_mean"},
                          {&running_var, "running_var"}});
+  check_dtypes(input, {&weight, &bias, &running_mean, &running_var});
   TORCH_CHECK(training || (has(running_mean) && has(running_var)),
               "batch_norm: running_mean and running_var must be defined in evaluation mode");
   at::Tensor aff = at::empty({2, C}, x.options());
@@ -71,12 +87,12 @@ Tuple3 batch_norm(const at::Tensor& input, const Opt& weight, const Opt& bias, c
   if (x.numel() > 0) {
     hpu_node_t n{};
     n.op = HPU_OP_BATCH_NORM;
-    n.compute_dtype = HPU_FLOAT32;
+    n.compute_dtype = kernel_hpu_type(input);
     n.inputs[n.num_inputs++] = to_desc(x);
     n.inputs[n.num_inputs++] = to_desc(aff);
     at::Tensor run;
     if (!training) {
-      run = at::stack({running_mean->to(at::kFloat), running_var->to(at::kFloat)});
+      run = at::stack({running_mean->to(x.scalar_type()), running_var->to(x.scalar_type())});
       n.inputs[n.num_inputs++] = to_desc(run);
     }
     n.num_outputs = 2;
@@ -139,15 +155,15 @@ Tuple3 native_batch_norm_backward(const at::Tensor& grad_out, const at::Tensor& 
   }
   TORCH_CHECK(grad_out.sizes() == input.sizes(), "native_batch_norm_backward: grad_output ", grad_out.sizes(),
               " and input ", input.sizes(), " differ in shape");
-  at::Tensor x = as3d(input), dy = as3d(grad_out);
+  at::Tensor x = as3d(input), dy = as3d(grad_out).to(x.scalar_type());
   int64_t C = x.size(1);
   at::Tensor mean, invstd;
   if (train) {
     TORCH_CHECK(has(save_mean) && has(save_invstd), "native_batch_norm_backward: training needs save_mean and save_invstd");
-    mean = save_mean->to(at::kFloat), invstd = save_invstd->to(at::kFloat);
+    mean = save_mean->to(x.scalar_type()), invstd = save_invstd->to(x.scalar_type());
   } else {
     TORCH_CHECK(has(running_mean) && has(running_var), "native_batch_norm_backward: evaluation needs running_mean and running_var");
-    mean = running_mean->to(at::kFloat), invstd = (running_var->to(at::kFloat) + eps).rsqrt();
+    mean = running_mean->to(x.scalar_type()), invstd = (running_var->to(x.scalar_type()) + eps).rsqrt();
   }
   check_channels(input, {{&weight, "weight"}});
   TORCH_CHECK(mean.numel() == C && invstd.numel() == C, "native_batch_norm_backward: the statistics must have ", C,
@@ -165,13 +181,13 @@ Tuple3 native_batch_norm_backward(const at::Tensor& grad_out, const at::Tensor& 
   } else {
     hpu_node_t n{};
     n.op = HPU_OP_BATCH_NORM_BACKWARD;
-    n.compute_dtype = HPU_FLOAT32;
+    n.compute_dtype = kernel_hpu_type(input);
     n.inputs[n.num_inputs++] = to_desc(dy);
     n.inputs[n.num_inputs++] = to_desc(x);
     n.inputs[n.num_inputs++] = to_desc(st);
     at::Tensor w;
     if (has(weight)) {
-      w = f32(*weight).reshape({C});
+      w = weight->to(x.scalar_type()).contiguous().reshape({C});
       n.inputs[n.num_inputs++] = to_desc(w);
     }
     n.num_outputs = 3;

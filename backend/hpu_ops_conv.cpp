@@ -1,10 +1,11 @@
 // Convolutions: PyTorch's front end (at::_convolution) checks the shapes,
 // padding and groups, handles batchless input, then reaches a backend as the
 // *_overrideable ops. 1-d and 2-d convolutions run as HPU_OP_CONV /
-// HPU_OP_CONV_BACKWARD (csrc/kernels/conv.c), in float32: bf16 / fp16
-// operands are widened on the card (exactly) and the results rounded once,
-// as the CPU's kernels accumulate in float. Transposed and 3-d convolutions
-// and float64 run PyTorch's CPU convolution (counted as a CPU fallback: the
+// HPU_OP_CONV_BACKWARD (csrc/kernels/conv.c), in float32 or float64 (and
+// int64 forwards, exact as the CPU's): bf16 / fp16 operands are widened on
+// the card (exactly) and the results rounded once, as the CPU's kernels
+// accumulate in float. Transposed and 3-d
+// convolutions run PyTorch's CPU convolution (counted as a CPU fallback: the
 // boxed fallback cannot serve these ops, the CPU has no kernel under their
 // names).
 #include <ATen/ATen.h>
@@ -16,9 +17,11 @@
 namespace habana_torch {
 namespace {
 
-bool native_conv(const at::Tensor& input, const at::Tensor& weight, bool transposed) {
+// forward: int64 too (the CPU's integer convolution has no gradient).
+bool native_conv(const at::Tensor& input, const at::Tensor& weight, bool transposed, bool forward) {
   at::ScalarType t = input.scalar_type();
-  bool dtype_ok = t == at::kFloat || t == at::kBFloat16 || t == at::kHalf;
+  bool dtype_ok = t == at::kFloat || t == at::kBFloat16 || t == at::kHalf || t == at::kDouble ||
+                  (forward && t == at::kLong);
   return !transposed && (weight.dim() == 3 || weight.dim() == 4) && dtype_ok;
 }
 
@@ -29,13 +32,15 @@ int64_t at2(at::IntArrayRef a, size_t i, bool one_d, int64_t neutral) {
   return a.size() == 1 ? a[0] : a[i];
 }
 
-at::Tensor f32(const at::Tensor& t) { return t.to(at::kFloat).contiguous(); }
+// The kernel's dtype for an input of dtype t: float64 and int64 stay, the rest computes in float32.
+at::ScalarType kernel_type(at::ScalarType t) { return t == at::kDouble || t == at::kLong ? t : at::kFloat; }
+at::Tensor as_kernel(const at::Tensor& t, at::ScalarType kt) { return t.to(kt).contiguous(); }
 
 hpu_node_t conv_node(hpu_op_t op, bool one_d, at::IntArrayRef stride, at::IntArrayRef padding,
-                     at::IntArrayRef dilation, int64_t groups) {
+                     at::IntArrayRef dilation, int64_t groups, at::ScalarType kt) {
   hpu_node_t n{};
   n.op = op;
-  n.compute_dtype = HPU_FLOAT32;
+  n.compute_dtype = to_hpu_dtype(kt);
   n.params.nn.i[0] = groups;
   n.params.nn.i[2] = at2(dilation, 0, one_d, 1);
   n.params.nn.i[3] = at2(dilation, 1, one_d, 1);
@@ -73,18 +78,19 @@ at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& w
   const at::Tensor none;
   check_same_device("convolution", {&input, &weight, has_b ? &*bias : &none});
   check_geometry(stride, padding, dilation, groups);
-  if (!native_conv(input, weight, transposed))
+  if (!native_conv(input, weight, transposed, true))
     return conv_cpu(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups);
   TORCH_CHECK(input.dim() == weight.dim(), "convolution: expected a ", weight.dim(), "-d input (batched), got ",
               input.sizes());
   TORCH_CHECK(weight.scalar_type() == input.scalar_type(), "Input type (", input.scalar_type(),
               ") and weight type (", weight.scalar_type(), ") should be the same");
   bool one_d = weight.dim() == 3;
-  at::Tensor x = f32(as4d(input)), w = f32(as4d(weight));
+  at::ScalarType kt = kernel_type(input.scalar_type());
+  at::Tensor x = as_kernel(as4d(input), kt), w = as_kernel(as4d(weight), kt);
   int64_t N = x.size(0), C = x.size(1), Co = w.size(0);
   TORCH_CHECK(C == w.size(1) * groups && Co % groups == 0, "convolution: weight of size ", weight.sizes(),
               " does not fit an input with ", C, " channels in ", groups, " groups");
-  hpu_node_t n = conv_node(HPU_OP_CONV, one_d, stride, padding, dilation, groups);
+  hpu_node_t n = conv_node(HPU_OP_CONV, one_d, stride, padding, dilation, groups, kt);
   int64_t OH = (x.size(2) + 2 * n.params.nn.strides[0] - n.params.nn.i[2] * (w.size(2) - 1) - 1) /
                    n.params.nn.sizes[0] + 1;
   int64_t OW = (x.size(3) + 2 * n.params.nn.strides[1] - n.params.nn.i[3] * (w.size(3) - 1) - 1) /
@@ -98,7 +104,7 @@ at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& w
     n.inputs[n.num_inputs++] = to_desc(w);
     at::Tensor b;
     if (has_b) {
-      b = f32(*bias);
+      b = as_kernel(*bias, kt);
       TORCH_CHECK(b.dim() == 1 && b.size(0) == Co, "convolution: bias must be [", Co, "], got ", bias->sizes());
       n.inputs[n.num_inputs++] = to_desc(b);
       n.params.nn.i[1] = 1;
@@ -107,7 +113,7 @@ at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& w
     n.outputs[0] = to_desc(y);
     launch(input.device().index(), n);
   }
-  if (input.scalar_type() != at::kFloat) y = y.to(input.scalar_type());
+  if (input.scalar_type() != kt) y = y.to(input.scalar_type());
   return one_d ? y.squeeze(2) : y;
 }
 
@@ -130,7 +136,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
     int64_t groups, std::array<bool, 3> output_mask) {
   check_same_device("convolution_backward", {&grad_output, &input, &weight});
   check_geometry(stride, padding, dilation, groups);
-  if (!native_conv(input, weight, transposed))
+  if (!native_conv(input, weight, transposed, false))
     return conv_backward_cpu(grad_output, input, weight, stride, padding, dilation, transposed, output_padding,
                              groups, output_mask);
   TORCH_CHECK(input.dim() == weight.dim() && grad_output.dim() == weight.dim(),
@@ -139,7 +145,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
               "convolution_backward: grad_output (", grad_output.scalar_type(), "), input (", input.scalar_type(),
               ") and weight (", weight.scalar_type(), ") must have one dtype");
   bool one_d = weight.dim() == 3;
-  at::Tensor dy = f32(as4d(grad_output)), x = f32(as4d(input)), w = f32(as4d(weight));
+  at::ScalarType kt = kernel_type(input.scalar_type());
+  at::Tensor dy = as_kernel(as4d(grad_output), kt), x = as_kernel(as4d(input), kt), w = as_kernel(as4d(weight), kt);
   TORCH_CHECK(x.size(1) == w.size(1) * groups && w.size(0) % groups == 0 && dy.size(1) == w.size(0) &&
                   dy.size(0) == x.size(0),
               "convolution_backward: grad_output ", grad_output.sizes(), ", input ", input.sizes(),
@@ -153,7 +160,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
     if (dw.defined()) dw.zero_();
     if (db.defined()) db.zero_();
   } else if (any && x.numel() > 0 && w.numel() > 0) {
-    hpu_node_t n = conv_node(HPU_OP_CONV_BACKWARD, one_d, stride, padding, dilation, groups);
+    hpu_node_t n = conv_node(HPU_OP_CONV_BACKWARD, one_d, stride, padding, dilation, groups, kt);
     n.num_inputs = 3;
     n.inputs[0] = to_desc(dy);
     n.inputs[1] = to_desc(x);
@@ -168,7 +175,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
   at::ScalarType dt = input.scalar_type();
   auto back = [&](at::Tensor t, bool squeeze) {
     if (!t.defined()) return t;
-    if (dt != at::kFloat) t = t.to(dt);
+    if (dt != kt) t = t.to(dt);
     return one_d && squeeze ? t.squeeze(2) : t;
   };
   return {back(dx, true), back(dw, true), back(db, false)};

@@ -1,8 +1,11 @@
 // 2-d pooling: max_pool2d_with_indices, avg_pool2d and their backwards
 // (functional and out= forms) as HPU_OP_MAX_POOL2D / HPU_OP_AVG_POOL2D
-// (csrc/kernels/pool.c), in float32: bf16 / fp16 planes are widened on the
-// card (exact for a max; averages are rounded once). PyTorch's argument checks come first, with its
-// messages. float64 runs PyTorch's CPU kernel (a counted CPU fallback).
+// (csrc/kernels/pool.c), in float32 or float64: bf16 / fp16 planes are
+// widened on the card (exact for a max; averages are rounded once). The
+// forwards take int64 (and the max int32 and uint8) as they are, in the
+// CPU's integer arithmetic; integer backwards go to the CPU, whose error the
+// user gets.
+// PyTorch's argument checks come first, with its messages.
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
@@ -58,7 +61,15 @@ Pool pool_params(const at::Tensor& x, at::IntArrayRef kernel, at::IntArrayRef st
   return p;
 }
 
-bool native_dtype(at::ScalarType t) { return t == at::kFloat || t == at::kBFloat16 || t == at::kHalf; }
+bool native_dtype(at::ScalarType t) {
+  return t == at::kFloat || t == at::kBFloat16 || t == at::kHalf || t == at::kDouble;
+}
+// The integer dtypes a forward takes as they are (avg: int64 only, as the CPU).
+bool native_int(at::ScalarType t, bool max) { return t == at::kLong || (max && (t == at::kInt || t == at::kByte)); }
+// The kernel's dtype for planes of dtype t: float64 and the integer types
+// stay, bf16 / fp16 compute in float32.
+at::ScalarType kernel_type(at::ScalarType t) { return t == at::kBFloat16 || t == at::kHalf ? at::kFloat : t; }
+hpu_dtype_t kernel_hpu_type(at::ScalarType t) { return to_hpu_dtype(kernel_type(t)); }
 
 std::vector<int64_t> out_shape(const at::Tensor& x, const Pool& p) {
   std::vector<int64_t> s(x.sizes().begin(), x.sizes().end());
@@ -70,19 +81,19 @@ std::vector<int64_t> out_shape(const at::Tensor& x, const Pool& p) {
 std::tuple<at::Tensor, at::Tensor> hpu_max_pool2d(const at::Tensor& self, at::IntArrayRef kernel, at::IntArrayRef stride,
                                               at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode) {
   Pool p = pool_params(self, kernel, stride, padding, dilation, ceil_mode);
-  if (!native_dtype(self.scalar_type())) {
+  if (!native_dtype(self.scalar_type()) && !native_int(self.scalar_type(), true)) {
     note_cpu_fallback("aten::max_pool2d_with_indices");
     auto r = at::max_pool2d_with_indices(self.cpu(), kernel, stride, padding, dilation, ceil_mode);
     return {std::get<0>(r).to(self.device()), std::get<1>(r).to(self.device())};
   }
   int64_t H = self.size(-2), W = self.size(-1), planes = self.numel() / (H * W);
-  at::Tensor x = self.to(at::kFloat).contiguous().view({planes, H, W});
+  at::Tensor x = self.to(kernel_type(self.scalar_type())).contiguous().view({planes, H, W});
   at::Tensor y = at::empty({planes, p.OH, p.OW}, x.options());
   at::Tensor ix = at::empty({planes, p.OH, p.OW}, x.options().dtype(at::kLong));
   if (planes > 0) {
     hpu_node_t n{};
     n.op = HPU_OP_MAX_POOL2D;
-    n.compute_dtype = HPU_FLOAT32;
+    n.compute_dtype = kernel_hpu_type(self.scalar_type());
     n.num_inputs = 1;
     n.inputs[0] = to_desc(x);
     n.num_outputs = 2;
@@ -125,13 +136,13 @@ at::Tensor hpu_max_pool2d_backward(const at::Tensor& grad_output, const at::Tens
   TORCH_CHECK(indices.scalar_type() == at::kLong, "max_pool2d_with_indices_backward: indices must be int64, got ",
               indices.scalar_type());
   int64_t H = self.size(-2), W = self.size(-1), planes = self.numel() / (H * W);
-  at::Tensor g = grad_output.to(at::kFloat).contiguous().view({planes, p.OH, p.OW});
+  at::Tensor g = grad_output.to(kernel_type(self.scalar_type())).contiguous().view({planes, p.OH, p.OW});
   at::Tensor ix = indices.contiguous().view({planes, p.OH, p.OW});
   at::Tensor dx = at::empty({planes, H, W}, g.options());
   if (planes > 0) {
     hpu_node_t n{};
     n.op = HPU_OP_MAX_POOL2D_BACKWARD;
-    n.compute_dtype = HPU_FLOAT32;
+    n.compute_dtype = kernel_hpu_type(self.scalar_type());
     n.num_inputs = 2;
     n.inputs[0] = to_desc(g);
     n.inputs[1] = to_desc(ix);
@@ -164,10 +175,11 @@ Pool avg_params(const at::Tensor& x, at::IntArrayRef kernel, at::IntArrayRef str
   return pool_params(x, kernel, stride, padding, at::IntArrayRef(one, 1), ceil_mode);
 }
 
-hpu_node_t avg_node(hpu_op_t op, const Pool& p, bool count_include_pad, std::optional<int64_t> divisor) {
+hpu_node_t avg_node(hpu_op_t op, const Pool& p, bool count_include_pad, std::optional<int64_t> divisor,
+                    at::ScalarType t) {
   hpu_node_t n{};
   n.op = op;
-  n.compute_dtype = HPU_FLOAT32;
+  n.compute_dtype = kernel_hpu_type(t);
   n.params.nn.i[0] = p.kh, n.params.nn.i[1] = p.kw;
   n.params.nn.i[2] = count_include_pad;
   n.params.nn.i[3] = divisor.value_or(0);
@@ -180,16 +192,16 @@ at::Tensor hpu_avg_pool2d(const at::Tensor& self, at::IntArrayRef kernel, at::In
                           at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
                           std::optional<int64_t> divisor_override) {
   Pool p = avg_params(self, kernel, stride, padding, ceil_mode, divisor_override);
-  if (!native_dtype(self.scalar_type())) {
+  if (!native_dtype(self.scalar_type()) && !native_int(self.scalar_type(), false)) {
     note_cpu_fallback("aten::avg_pool2d");
     return at::avg_pool2d(self.cpu(), kernel, stride, padding, ceil_mode, count_include_pad, divisor_override)
         .to(self.device());
   }
   int64_t H = self.size(-2), W = self.size(-1), planes = self.numel() / (H * W);
-  at::Tensor x = self.to(at::kFloat).contiguous().view({planes, H, W});
+  at::Tensor x = self.to(kernel_type(self.scalar_type())).contiguous().view({planes, H, W});
   at::Tensor y = at::empty({planes, p.OH, p.OW}, x.options());
   if (planes > 0) {
-    hpu_node_t n = avg_node(HPU_OP_AVG_POOL2D, p, count_include_pad, divisor_override);
+    hpu_node_t n = avg_node(HPU_OP_AVG_POOL2D, p, count_include_pad, divisor_override, self.scalar_type());
     n.num_inputs = 1;
     n.inputs[0] = to_desc(x);
     n.num_outputs = 1;
@@ -221,10 +233,10 @@ at::Tensor hpu_avg_pool2d_backward(const at::Tensor& grad_output, const at::Tens
   TORCH_CHECK(grad_output.sizes() == at::IntArrayRef(shape), "avg_pool2d_backward: grad_output ",
               grad_output.sizes(), " must have the pooled shape ", at::IntArrayRef(shape));
   int64_t H = self.size(-2), W = self.size(-1), planes = self.numel() / (H * W);
-  at::Tensor g = grad_output.to(at::kFloat).contiguous().view({planes, p.OH, p.OW});
+  at::Tensor g = grad_output.to(kernel_type(self.scalar_type())).contiguous().view({planes, p.OH, p.OW});
   at::Tensor dx = at::empty({planes, H, W}, g.options());
   if (planes > 0) {
-    hpu_node_t n = avg_node(HPU_OP_AVG_POOL2D_BACKWARD, p, count_include_pad, divisor_override);
+    hpu_node_t n = avg_node(HPU_OP_AVG_POOL2D_BACKWARD, p, count_include_pad, divisor_override, self.scalar_type());
     n.num_inputs = 1;
     n.inputs[0] = to_desc(g);
     n.num_outputs = 1;

@@ -5,9 +5,9 @@
 // [P, D, H, W]; channels_last inputs are made contiguous here and the
 // result is given the layout the CPU op returns. Dtypes: the gathers run
 // every dtype the CPU op accepts; arithmetic runs in float32 (bfloat16 /
-// float16 widened on the card, rounded once at the end); float64 runs
-// PyTorch's CPU kernel (a counted CPU fallback), as do dtypes the CPU op
-// rejects, so its error reaches the user unchanged.
+// float16 widened on the card, rounded once at the end) or float64 (the
+// kernels' double copies). Dtypes the CPU op rejects run PyTorch's CPU
+// kernel (a counted CPU fallback), so its error reaches the user unchanged.
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
@@ -20,6 +20,9 @@ namespace {
 using OptD = std::optional<double>;
 
 bool widenable(at::ScalarType t) { return t == at::kFloat || t == at::kBFloat16 || t == at::kHalf; }
+// The arithmetic kernels' dtypes: float32 (and what widens to it) and float64.
+bool computable(at::ScalarType t) { return widenable(t) || t == at::kDouble; }
+at::ScalarType kernel_type(at::ScalarType t) { return t == at::kDouble ? at::kDouble : at::kFloat; }
 
 // The layout of the CPU op's result for input x (suggest_memory_format of
 // a batched input; a batchless one stays contiguous).
@@ -50,7 +53,7 @@ at::Tensor run_planes(hpu_op_t op, const at::Tensor& x, int nd, at::IntArrayRef 
     at::Tensor xin = x.to(kdt).contiguous().view(in4);
     hpu_node_t n{};
     n.op = op;
-    n.compute_dtype = HPU_FLOAT32;
+    n.compute_dtype = kdt == at::kDouble ? HPU_FLOAT64 : HPU_FLOAT32;
     n.params.nn = params;
     n.num_inputs = 1;
     n.inputs[0] = to_desc(xin);
@@ -94,7 +97,7 @@ hpu_nn_params_t up_params(hpu_upsample_mode_t mode, bool align, int nd, std::ini
 
 bool up_native(hpu_upsample_mode_t mode, at::ScalarType t) {
   if (mode != HPU_UPSAMPLE_LINEAR && (t == at::kByte)) return true;  // a gather: exact
-  return widenable(t);
+  return computable(t);
 }
 
 at::Tensor up_forward(const char* name, const at::Tensor& self, int nd, const std::vector<int64_t>& shape,
@@ -104,7 +107,7 @@ at::Tensor up_forward(const char* name, const at::Tensor& self, int nd, const st
     note_cpu_fallback(std::string("aten::") + name);
     return cpu(self.cpu()).to(self.device());
   }
-  at::ScalarType kdt = mode == HPU_UPSAMPLE_LINEAR ? at::kFloat : self.scalar_type();
+  at::ScalarType kdt = mode == HPU_UPSAMPLE_LINEAR ? kernel_type(self.scalar_type()) : self.scalar_type();
   at::IntArrayRef spatial(shape.data() + shape.size() - nd, nd);
   hpu_nn_params_t p = up_params(mode, align, nd, scales);
   // The CPU's trilinear kernel keeps its weights in a bf16 / fp16 input's
@@ -129,14 +132,14 @@ at::Tensor up_backward(const char* name, const at::Tensor& grad, at::IntArrayRef
     TORCH_CHECK(grad.size(d) == want, "Expected grad_output to have the same shape as output; output.size(", d,
                 ") = ", want, " but got grad_output.size(", d, ") = ", grad.size(d));
   }
-  if (!widenable(grad.scalar_type())) {
+  if (!computable(grad.scalar_type())) {
     note_cpu_fallback(std::string("aten::") + name);
     return cpu(grad.cpu()).to(grad.device());
   }
   for (int d = 0; d < nd; d++)
     TORCH_CHECK(input_size[2 + d] > 0 && output_size[d] > 0, "Input and output sizes should be greater than 0");
   at::Tensor g = grad.contiguous();
-  at::Tensor dx = run_planes(HPU_OP_UPSAMPLE_BACKWARD, g, nd, input_size.slice(2), at::kFloat,
+  at::Tensor dx = run_planes(HPU_OP_UPSAMPLE_BACKWARD, g, nd, input_size.slice(2), kernel_type(g.scalar_type()),
                              up_params(mode, align, nd, scales));
   return in_layout_of(dx.to(grad.scalar_type()), grad, nd);
 }
@@ -263,11 +266,12 @@ void adaptive_checks(const char* name, const at::Tensor& x, at::IntArrayRef osz,
 at::Tensor adaptive_forward(const char* name, const at::Tensor& self, at::IntArrayRef osz, int nd,
                             const std::function<at::Tensor(const at::Tensor&)>& cpu) {
   adaptive_checks(name, self, osz, nd);
-  if (!widenable(self.scalar_type())) {
+  if (!computable(self.scalar_type())) {
     note_cpu_fallback(std::string("aten::_") + name);
     return cpu(self.cpu()).to(self.device());
   }
-  at::Tensor y = run_planes(HPU_OP_ADAPTIVE_AVG_POOL, self, nd, osz, at::kFloat, hpu_nn_params_t{});
+  at::Tensor y =
+      run_planes(HPU_OP_ADAPTIVE_AVG_POOL, self, nd, osz, kernel_type(self.scalar_type()), hpu_nn_params_t{});
   return in_layout_of(y.to(self.scalar_type()), self, nd);
 }
 
@@ -279,12 +283,13 @@ at::Tensor adaptive_backward(const char* name, const at::Tensor& grad, const at:
   for (int64_t d = 0; d < self.dim() - nd; d++)
     TORCH_CHECK(grad.size(d) == self.size(d), name, ": grad_output ", grad.sizes(), " does not match input ",
                 self.sizes());
-  if (!widenable(self.scalar_type()) || grad.scalar_type() != self.scalar_type()) {
+  if (!computable(self.scalar_type()) || grad.scalar_type() != self.scalar_type()) {
     note_cpu_fallback(std::string("aten::") + name);
     return cpu(grad.cpu(), self.cpu()).to(self.device());
   }
   at::IntArrayRef spatial = self.sizes().slice(self.dim() - nd);
-  at::Tensor dx = run_planes(HPU_OP_ADAPTIVE_AVG_POOL_BACKWARD, grad, nd, spatial, at::kFloat, hpu_nn_params_t{});
+  at::Tensor dx = run_planes(HPU_OP_ADAPTIVE_AVG_POOL_BACKWARD, grad, nd, spatial, kernel_type(self.scalar_type()),
+                             hpu_nn_params_t{});
   return in_layout_of(dx.to(self.scalar_type()), self, nd);
 }
 
@@ -365,12 +370,13 @@ at::Tensor pad_backward(const char* name, const at::Tensor& grad, const at::Tens
   want.insert(want.end(), out.begin(), out.end());
   TORCH_CHECK(grad.sizes() == at::IntArrayRef(want), name, ": gradient ", grad.sizes(), " does not match the padded shape ",
               at::IntArrayRef(want));
-  if (!widenable(self.scalar_type()) || grad.scalar_type() != self.scalar_type()) {
+  if (!computable(self.scalar_type()) || grad.scalar_type() != self.scalar_type()) {
     note_cpu_fallback(std::string("aten::") + name);
     return cpu(grad.cpu(), self.cpu()).to(self.device());
   }
   at::IntArrayRef spatial = self.sizes().slice(self.dim() - nd);
-  at::Tensor dx = run_planes(HPU_OP_SPATIAL_PAD_BACKWARD, grad, nd, spatial, at::kFloat, pad_params(pad, nd, reflect));
+  at::Tensor dx = run_planes(HPU_OP_SPATIAL_PAD_BACKWARD, grad, nd, spatial, kernel_type(self.scalar_type()),
+                             pad_params(pad, nd, reflect));
   return in_layout_of(dx.to(self.scalar_type()), self, nd);
 }
 

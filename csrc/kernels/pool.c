@@ -1,5 +1,6 @@
 /* HPU_OP_MAX_POOL2D / HPU_OP_AVG_POOL2D and their backwards: pooling over
- * planes [P, H, W] (float32, contiguous), parallel over planes. The window loop
+ * planes [P, H, W] (float32 or float64; the forwards also int64, the max
+ * int32 and uint8; contiguous), parallel over planes. The window loop
  * clips the kernel to the image once per output row and column instead of
  * testing every tap. The backwards scatter each plane's dy into its own dx
  * plane, so no two threads write one element. */
@@ -20,6 +21,18 @@ static hpu_status_t need(const char *name, const hpu_tensor_t *t, const char *wh
                      hpu_dtype_name(t->dtype));
   if (!hpu_tensor_is_contiguous(t)) return hpu_error(INVALID, "%s: %s must be contiguous", name, what);
   return HPU_SUCCESS;
+}
+
+/* The values' dtype for op: float32 and float64 everywhere, int64 for the
+ * forwards, int32 and uint8 for the max forward; anything else must be
+ * float32 (need() names what it got). */
+static hpu_dtype_t value_dtype(const hpu_tensor_t *t, hpu_op_t op) {
+  hpu_dtype_t d = t->dtype;
+  int fwd = op == HPU_OP_MAX_POOL2D || op == HPU_OP_AVG_POOL2D;
+  if (d == HPU_FLOAT64 || (fwd && d == HPU_INT64) ||
+      (op == HPU_OP_MAX_POOL2D && (d == HPU_INT32 || d == HPU_UINT8)))
+    return d;
+  return HPU_FLOAT32;
 }
 
 /* Window [h0, h1) x [w0, w1) of output (oh, ow) and its divisor, as the
@@ -53,8 +66,9 @@ static hpu_status_t validate_avg(const hpu_node_t *n) {
   HPU_TRY(hpu_check_node_output(n, 0));
   int fwd = n->op == HPU_OP_AVG_POOL2D;
   const hpu_tensor_t *big = fwd ? &n->inputs[0] : &n->outputs[0], *small = fwd ? &n->outputs[0] : &n->inputs[0];
-  HPU_TRY(need(name, big, fwd ? "the input" : "grad_input", HPU_FLOAT32));
-  HPU_TRY(need(name, small, fwd ? "the output" : "the gradient", HPU_FLOAT32));
+  hpu_dtype_t dt = value_dtype(&n->inputs[0], n->op);
+  HPU_TRY(need(name, big, fwd ? "the input" : "grad_input", dt));
+  HPU_TRY(need(name, small, fwd ? "the output" : "the gradient", dt));
   if (p->i[0] < 1 || p->i[1] < 1 || p->sizes[0] < 1 || p->sizes[1] < 1 || p->strides[0] < 0 || p->strides[1] < 0)
     return hpu_error(INVALID, "%s: kernel and stride must be positive, padding non-negative", name);
   if (small->sizes[0] != big->sizes[0]) return hpu_error(INVALID, "%s: plane counts differ", name);
@@ -64,46 +78,44 @@ static hpu_status_t validate_avg(const hpu_node_t *n) {
   return HPU_SUCCESS;
 }
 
-static void avg_planes(void *ctx, int64_t p0, int64_t p1) {
-  const hpu_node_t *n = ctx;
-  const hpu_tensor_t *xt = &n->inputs[0], *yt = &n->outputs[0];
-  int64_t H = xt->sizes[1], W = xt->sizes[2], OH = yt->sizes[1], OW = yt->sizes[2];
-  for (int64_t q = p0; q < p1; q++) {
-    const float *x = (const float *)hpu_tensor_data(xt) + q * H * W;
-    float *y = (float *)hpu_tensor_data(yt) + q * OH * OW;
-    for (int64_t oh = 0; oh < OH; oh++)
-      for (int64_t ow = 0; ow < OW; ow++) {
-        win_t r = avg_window(&n->params.nn, H, W, oh, ow);
-        if (!r.div) {
-          y[oh * OW + ow] = 0;
-          continue;
-        }
-        float sum = 0;
-        for (int64_t h = r.h0; h < r.h1; h++)
-          for (int64_t w = r.w0; w < r.w1; w++) sum += x[h * W + w];
-        y[oh * OW + ow] = sum / (float)r.div;
-      }
-  }
-}
-
-static void avg_backward_planes(void *ctx, int64_t p0, int64_t p1) {
-  const hpu_node_t *n = ctx;
-  const hpu_tensor_t *gt = &n->inputs[0], *dt = &n->outputs[0];
-  int64_t H = dt->sizes[1], W = dt->sizes[2], OH = gt->sizes[1], OW = gt->sizes[2];
-  for (int64_t q = p0; q < p1; q++) {
-    const float *g = (const float *)hpu_tensor_data(gt) + q * OH * OW;
-    float *dx = (float *)hpu_tensor_data(dt) + q * H * W;
-    memset(dx, 0, (size_t)(H * W) * sizeof(float));
-    for (int64_t oh = 0; oh < OH; oh++)
-      for (int64_t ow = 0; ow < OW; ow++) {
-        win_t r = avg_window(&n->params.nn, H, W, oh, ow);
-        if (!r.div) continue;
-        float d = g[oh * OW + ow] / (float)r.div;
-        for (int64_t h = r.h0; h < r.h1; h++)
-          for (int64_t w = r.w0; w < r.w1; w++) dx[h * W + w] += d;
-      }
-  }
-}
+#define LOWEST (-INFINITY)
+#define ISNAN(v) isnan(v)
+#define T float
+#define FN(x) x##_f32
+#include "kernels/pool_tmpl.h"
+#undef T
+#undef FN
+#define T double
+#define FN(x) x##_f64
+#include "kernels/pool_tmpl.h"
+#undef T
+#undef FN
+#undef LOWEST
+#undef ISNAN
+/* the integer types: max pooling forward (and int64 averages), as the CPU */
+#define LOWEST 0
+#define ISNAN(v) 0
+#define POOL_NO_BACKWARD
+#define T int64_t
+#define FN(x) x##_i64
+#include "kernels/pool_tmpl.h"
+#undef T
+#undef FN
+#define POOL_NO_AVG
+#define T int32_t
+#define FN(x) x##_i32
+#include "kernels/pool_tmpl.h"
+#undef T
+#undef FN
+#define T uint8_t
+#define FN(x) x##_u8
+#include "kernels/pool_tmpl.h"
+#undef T
+#undef FN
+#undef POOL_NO_AVG
+#undef POOL_NO_BACKWARD
+#undef LOWEST
+#undef ISNAN
 
 hpu_status_t hpu_pool_validate(const hpu_node_t *n) {
   const char *name = hpu_op_name(n->op);
@@ -114,10 +126,11 @@ hpu_status_t hpu_pool_validate(const hpu_node_t *n) {
     return hpu_error(INVALID, "%s: wrong operand count", name);
   for (int i = 0; i < n->num_inputs; i++) HPU_TRY(hpu_check_tensor(name, "input", i, &n->inputs[i]));
   for (int k = 0; k < n->num_outputs; k++) HPU_TRY(hpu_check_node_output(n, k));
+  hpu_dtype_t dt = value_dtype(&n->inputs[0], n->op);
   if (!fwd) {
-    HPU_TRY(need(name, &n->inputs[0], "the gradient", HPU_FLOAT32));
+    HPU_TRY(need(name, &n->inputs[0], "the gradient", dt));
     HPU_TRY(need(name, &n->inputs[1], "the indices", HPU_INT64));
-    HPU_TRY(need(name, &n->outputs[0], "grad_input", HPU_FLOAT32));
+    HPU_TRY(need(name, &n->outputs[0], "grad_input", dt));
     for (int d = 0; d < 3; d++)
       if (n->inputs[1].sizes[d] != n->inputs[0].sizes[d])
         return hpu_error(INVALID, "%s: indices and gradient shapes differ", name);
@@ -126,8 +139,8 @@ hpu_status_t hpu_pool_validate(const hpu_node_t *n) {
     return HPU_SUCCESS;
   }
   const hpu_nn_params_t *p = &n->params.nn;
-  HPU_TRY(need(name, &n->inputs[0], "the input", HPU_FLOAT32));
-  HPU_TRY(need(name, &n->outputs[0], "the output", HPU_FLOAT32));
+  HPU_TRY(need(name, &n->inputs[0], "the input", dt));
+  HPU_TRY(need(name, &n->outputs[0], "the output", dt));
   HPU_TRY(need(name, &n->outputs[1], "the indices", HPU_INT64));
   const hpu_tensor_t *x = &n->inputs[0], *y = &n->outputs[0];
   if (p->i[0] < 1 || p->i[1] < 1 || p->i[2] < 1 || p->i[3] < 1 || p->sizes[0] < 1 || p->sizes[1] < 1 ||
@@ -143,65 +156,23 @@ hpu_status_t hpu_pool_validate(const hpu_node_t *n) {
   return HPU_SUCCESS;
 }
 
-static void max_planes(void *ctx, int64_t p0, int64_t p1) {
-  const hpu_node_t *n = ctx;
-  const hpu_nn_params_t *p = &n->params.nn;
-  const hpu_tensor_t *xt = &n->inputs[0], *yt = &n->outputs[0];
-  int64_t H = xt->sizes[1], W = xt->sizes[2], OH = yt->sizes[1], OW = yt->sizes[2];
-  int64_t kh = p->i[0], kw = p->i[1], dh = p->i[2], dw = p->i[3];
-  int64_t sh = p->sizes[0], sw = p->sizes[1], ph = p->strides[0], pw = p->strides[1];
-  for (int64_t q = p0; q < p1; q++) {
-    const float *x = (const float *)hpu_tensor_data(xt) + q * H * W;
-    float *y = (float *)hpu_tensor_data(yt) + q * OH * OW;
-    int64_t *ix = (int64_t *)hpu_tensor_data(&n->outputs[1]) + q * OH * OW;
-    for (int64_t oh = 0; oh < OH; oh++) {
-      int64_t h0 = oh * sh - ph;
-      for (int64_t ow = 0; ow < OW; ow++) {
-        int64_t w0 = ow * sw - pw;
-        float best = -INFINITY;
-        int64_t bi = -1;
-        for (int64_t a = 0; a < kh; a++) {
-          int64_t h = h0 + a * dh;
-          if (h < 0 || h >= H) continue;
-          for (int64_t b = 0; b < kw; b++) {
-            int64_t w = w0 + b * dw;
-            if (w < 0 || w >= W) continue;
-            float v = x[h * W + w];
-            if (bi < 0 || v > best || isnan(v)) {
-              best = v;
-              bi = h * W + w;
-              if (isnan(v)) goto done;
-            }
-          }
-        }
-      done:
-        y[oh * OW + ow] = best;
-        ix[oh * OW + ow] = bi < 0 ? 0 : bi;
-      }
-    }
-  }
-}
-
-static void max_backward_planes(void *ctx, int64_t p0, int64_t p1) {
-  const hpu_node_t *n = ctx;
-  const hpu_tensor_t *gt = &n->inputs[0], *dt = &n->outputs[0];
-  int64_t OHW = gt->sizes[1] * gt->sizes[2], HW = dt->sizes[1] * dt->sizes[2];
-  for (int64_t q = p0; q < p1; q++) {
-    const float *g = (const float *)hpu_tensor_data(gt) + q * OHW;
-    const int64_t *ix = (const int64_t *)hpu_tensor_data(&n->inputs[1]) + q * OHW;
-    float *dx = (float *)hpu_tensor_data(dt) + q * HW;
-    memset(dx, 0, (size_t)HW * sizeof(float));
-    for (int64_t i = 0; i < OHW; i++)
-      if (ix[i] >= 0 && ix[i] < HW) dx[ix[i]] += g[i];
-  }
-}
-
 hpu_status_t hpu_pool_execute(const hpu_node_t *n) {
   int64_t planes = n->inputs[0].sizes[0];
-  hpu_range_fn fn = n->op == HPU_OP_MAX_POOL2D            ? max_planes
-                    : n->op == HPU_OP_MAX_POOL2D_BACKWARD ? max_backward_planes
-                    : n->op == HPU_OP_AVG_POOL2D          ? avg_planes
-                                                          : avg_backward_planes;
+  hpu_dtype_t dt = n->inputs[0].dtype;
+  int f64 = dt == HPU_FLOAT64;
+  hpu_range_fn fn;
+  if (n->op == HPU_OP_MAX_POOL2D)
+    fn = dt == HPU_INT64   ? max_planes_i64
+         : dt == HPU_INT32 ? max_planes_i32
+         : dt == HPU_UINT8 ? max_planes_u8
+         : f64             ? max_planes_f64
+                           : max_planes_f32;
+  else if (n->op == HPU_OP_AVG_POOL2D)
+    fn = dt == HPU_INT64 ? avg_planes_i64 : f64 ? avg_planes_f64 : avg_planes_f32;
+  else if (n->op == HPU_OP_MAX_POOL2D_BACKWARD)
+    fn = f64 ? max_backward_planes_f64 : max_backward_planes_f32;
+  else
+    fn = f64 ? avg_backward_planes_f64 : avg_backward_planes_f32;
   hpu_parallel_for(planes, 1, fn, (void *)n);
   return HPU_SUCCESS;
 }

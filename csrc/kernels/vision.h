@@ -9,9 +9,10 @@ hpu_status_t hpu_vision_validate(const hpu_node_t *node);
 hpu_status_t hpu_vision_execute(const hpu_node_t *node);
 
 /* Shared by the validators (vision_check.c): one input, one output, both
- * [P, D, H, W] contiguous with the same P; dtypes equal, and float32 when
- * `arith` (the op does arithmetic) or the op is a backward. */
-hpu_status_t hpu_vision_check_planes(const hpu_node_t *n, int arith);
+ * [P, D, H, W] contiguous with the same P; dtypes equal, and float32 (or
+ * float64 when `f64`: the kernel has a double copy) when `arith` (the op
+ * does arithmetic, as every backward does). */
+hpu_status_t hpu_vision_check_planes(const hpu_node_t *n, int arith, int f64);
 
 hpu_status_t hpu_upsample_validate(const hpu_node_t *node);
 hpu_status_t hpu_upsample_execute(const hpu_node_t *node);

@@ -5,7 +5,7 @@
 
 #define INVALID HPU_ERROR_INVALID_ARGUMENT
 
-hpu_status_t hpu_vision_check_planes(const hpu_node_t *n, int arith) {
+hpu_status_t hpu_vision_check_planes(const hpu_node_t *n, int arith, int f64) {
   const char *name = hpu_op_name(n->op);
   if (n->num_inputs != 1 || n->num_outputs != 1) return hpu_error(INVALID, "%s: wrong operand count", name);
   HPU_TRY(hpu_check_tensor(name, "input", 0, &n->inputs[0]));
@@ -18,8 +18,9 @@ hpu_status_t hpu_vision_check_planes(const hpu_node_t *n, int arith) {
   if (x->dtype != y->dtype)
     return hpu_error(INVALID, "%s: input is %s, the output %s", name, hpu_dtype_name(x->dtype),
                      hpu_dtype_name(y->dtype));
-  if (arith && x->dtype != HPU_FLOAT32)
-    return hpu_error(HPU_ERROR_UNSUPPORTED, "%s: needs float32, got %s", name, hpu_dtype_name(x->dtype));
+  if (arith && x->dtype != HPU_FLOAT32 && !(f64 && x->dtype == HPU_FLOAT64))
+    return hpu_error(HPU_ERROR_UNSUPPORTED, "%s: needs float32%s, got %s", name, f64 ? " or float64" : "",
+                     hpu_dtype_name(x->dtype));
   return HPU_SUCCESS;
 }
 

@@ -3,8 +3,8 @@
  * reads input j = o - pad_before, reflected (-j, 2 (n - 1) - j) or clamped
  * into [0, n): the CPU's index maps (ReflectionPad.cpp, ReplicationPad.cpp)
  * written without their offsets. The forward gathers whole elements (every
- * dtype, bit for bit); the backward adds each plane's dy into its own dx
- * plane in output order. */
+ * dtype, bit for bit); the backward (float32, float64) adds each plane's
+ * dy into its own dx plane in output order. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,23 +48,28 @@ static void forward_planes(void *vc, int64_t p0, int64_t p1) {
   }
 }
 
-static void backward_planes(void *vc, int64_t p0, int64_t p1) {
-  const ctx_t *c = vc;
-  const hpu_tensor_t *gt = &c->n->inputs[0], *dt = &c->n->outputs[0];
-  int64_t D = dt->sizes[1], H = dt->sizes[2], W = dt->sizes[3];
-  int64_t OD = gt->sizes[1], OH = gt->sizes[2], OW = gt->sizes[3];
-  for (int64_t q = p0; q < p1; q++) {
-    const float *g = (const float *)hpu_tensor_data(gt) + q * OD * OH * OW;
-    float *dx = (float *)hpu_tensor_data(dt) + q * D * H * W;
-    memset(dx, 0, (size_t)(D * H * W) * sizeof(float));
-    for (int64_t od = 0; od < OD; od++)
-      for (int64_t oh = 0; oh < OH; oh++) {
-        float *row = dx + (c->map[0][od] * H + c->map[1][oh]) * W;
-        const float *gr = g + (od * OH + oh) * OW;
-        for (int64_t ow = 0; ow < OW; ow++) row[c->map[2][ow]] += gr[ow];
-      }
+/* The backward for element type T (float32, float64): the float copy is
+ * the float loop it always was. */
+#define PAD_BACKWARD(T, fn)                                                       \
+  static void fn(void *vc, int64_t p0, int64_t p1) {                              \
+    const ctx_t *c = vc;                                                          \
+    const hpu_tensor_t *gt = &c->n->inputs[0], *dt = &c->n->outputs[0];           \
+    int64_t D = dt->sizes[1], H = dt->sizes[2], W = dt->sizes[3];                 \
+    int64_t OD = gt->sizes[1], OH = gt->sizes[2], OW = gt->sizes[3];              \
+    for (int64_t q = p0; q < p1; q++) {                                           \
+      const T *g = (const T *)hpu_tensor_data(gt) + q * OD * OH * OW;             \
+      T *dx = (T *)hpu_tensor_data(dt) + q * D * H * W;                           \
+      memset(dx, 0, (size_t)(D * H * W) * sizeof(T));                             \
+      for (int64_t od = 0; od < OD; od++)                                         \
+        for (int64_t oh = 0; oh < OH; oh++) {                                     \
+          T *row = dx + (c->map[0][od] * H + c->map[1][oh]) * W;                  \
+          const T *gr = g + (od * OH + oh) * OW;                                  \
+          for (int64_t ow = 0; ow < OW; ow++) row[c->map[2][ow]] += gr[ow];       \
+        }                                                                         \
+    }                                                                             \
   }
-}
+PAD_BACKWARD(float, backward_planes_f32)
+PAD_BACKWARD(double, backward_planes_f64)
 
 hpu_status_t hpu_spatial_pad_validate(const hpu_node_t *n) {
   const char *name = hpu_op_name(n->op);
@@ -72,7 +77,7 @@ hpu_status_t hpu_spatial_pad_validate(const hpu_node_t *n) {
   int fwd = n->op == HPU_OP_SPATIAL_PAD;
   if (p->i[0] != HPU_PAD_REFLECT && p->i[0] != HPU_PAD_REPLICATE)
     return hpu_error(INVALID, "%s: unknown mode %lld", name, (long long)p->i[0]);
-  HPU_TRY(hpu_vision_check_planes(n, !fwd));
+  HPU_TRY(hpu_vision_check_planes(n, !fwd, 1));
   const hpu_tensor_t *x = fwd ? &n->inputs[0] : &n->outputs[0], *y = fwd ? &n->outputs[0] : &n->inputs[0];
   for (int d = 0; d < 3; d++) {
     int64_t in = x->sizes[1 + d], out = y->sizes[1 + d], before = p->sizes[d], after = out - in - before;
@@ -100,7 +105,10 @@ hpu_status_t hpu_spatial_pad_execute(const hpu_node_t *n) {
       c.map[d][o] = src_index(reflect, o, n->params.nn.sizes[d], x->sizes[1 + d]);
     off += y->sizes[1 + d];
   }
-  hpu_parallel_for(x->sizes[0], 1, fwd ? forward_planes : backward_planes, &c);
+  hpu_range_fn fn = fwd                                  ? forward_planes
+                    : n->inputs[0].dtype == HPU_FLOAT64 ? backward_planes_f64
+                                                        : backward_planes_f32;
+  hpu_parallel_for(x->sizes[0], 1, fn, &c);
   free(all);
   return HPU_SUCCESS;
 }

@@ -1,7 +1,9 @@
 /* HPU_OP_CONV / HPU_OP_CONV_BACKWARD (conv.c) on host buffers against the
  * convolution's definition summed in double: forward, dx, dweight, dbias,
  * for the GEMM-only 1x1 path, several images per column panel, one image in
- * row bands, stride, padding, dilation and groups; and bad params. */
+ * row bands, stride, padding, dilation and groups, in float32 and float64
+ * (whose results are the definition's to rounding in double); the int64
+ * forward exactly; and bad params. */
 #include <CUnit/Basic.h>
 #include <math.h>
 #include <stdint.h>
@@ -15,16 +17,27 @@ typedef struct {
   int64_t N, C, H, W, Co, KH, KW, sh, sw, ph, pw, dh, dw, G;
 } cs_t;
 
-static hpu_tensor_t T4(float *d, int64_t a, int64_t b, int64_t c, int64_t e) {
+/* The dtype check_case runs in (tensors made by T4 / T1). */
+static hpu_dtype_t g_dt = HPU_FLOAT32;
+
+static hpu_tensor_t T4(void *d, int64_t a, int64_t b, int64_t c, int64_t e) {
   hpu_tensor_t t;
   int64_t s[4] = {a, b, c, e};
-  CU_ASSERT_EQUAL_FATAL(hpu_tensor_init_contiguous(&t, d, HPU_FLOAT32, 4, s), 0);
+  CU_ASSERT_EQUAL_FATAL(hpu_tensor_init_contiguous(&t, d, g_dt, 4, s), 0);
   return t;
 }
-static hpu_tensor_t T1(float *d, int64_t n) {
+static hpu_tensor_t T1(void *d, int64_t n) {
   hpu_tensor_t t;
-  CU_ASSERT_EQUAL_FATAL(hpu_tensor_init_contiguous(&t, d, HPU_FLOAT32, 1, &n), 0);
+  CU_ASSERT_EQUAL_FATAL(hpu_tensor_init_contiguous(&t, d, g_dt, 1, &n), 0);
   return t;
+}
+
+/* src in g_dt: float32 as is, float64 widened into a new buffer (exact). */
+static void *in_dt(float *src, int64_t n) {
+  if (g_dt == HPU_FLOAT32) return src;
+  double *d = malloc((size_t)(n ? n : 1) * sizeof(double));
+  for (int64_t i = 0; i < n; i++) d[i] = src[i];
+  return d;
 }
 
 static hpu_node_t conv_node(hpu_op_t op, const cs_t *c) {
@@ -51,10 +64,13 @@ static float *rnd(int64_t n, uint32_t *seed) {
   return p;
 }
 
-static double max_rel(const float *got, const double *want, int64_t n) {
+static double max_rel(const void *got, const double *want, int64_t n) {
   double scale = 1, err = 0;
   for (int64_t i = 0; i < n; i++) scale = fmax(scale, fabs(want[i]));
-  for (int64_t i = 0; i < n; i++) err = fmax(err, fabs(got[i] - want[i]));
+  for (int64_t i = 0; i < n; i++) {
+    double v = g_dt == HPU_FLOAT64 ? ((const double *)got)[i] : ((const float *)got)[i];
+    err = fmax(err, fabs(v - want[i]));
+  }
   return err / scale;
 }
 
@@ -65,8 +81,10 @@ static void check_case(cs_t c) {
   int64_t nx = c.N * c.C * c.H * c.W, nw = c.Co * Cg * c.KH * c.KW, ny = c.N * c.Co * OH * OW;
   uint32_t seed = 7;
   float *x = rnd(nx, &seed), *w = rnd(nw, &seed), *b = rnd(c.Co, &seed), *dy = rnd(ny, &seed);
-  float *y = calloc((size_t)ny, sizeof(float)), *dx = calloc((size_t)nx, sizeof(float));
-  float *dw = calloc((size_t)nw, sizeof(float)), *db = calloc((size_t)c.Co, sizeof(float));
+  size_t es = g_dt == HPU_FLOAT64 ? sizeof(double) : sizeof(float);
+  double tol = g_dt == HPU_FLOAT64 ? 1e-12 : 1e-5;
+  void *y = calloc((size_t)ny, es), *dx = calloc((size_t)nx, es);
+  void *dw = calloc((size_t)nw, es), *db = calloc((size_t)c.Co, es);
   double *ry = calloc((size_t)ny, sizeof(double)), *rdx = calloc((size_t)nx, sizeof(double));
   double *rdw = calloc((size_t)nw, sizeof(double)), *rdb = calloc((size_t)c.Co, sizeof(double));
   /* The definition: y[n, o, i, j] = b[o] + sum x[n, g Cg + ci, i sh - ph + kh dh, j sw - pw + kw dw] w[o, ci, kh, kw] */
@@ -92,18 +110,21 @@ static void check_case(cs_t c) {
         }
   hpu_node_t f = conv_node(HPU_OP_CONV, &c);
   f.num_inputs = 3;
-  f.inputs[0] = T4(x, c.N, c.C, c.H, c.W);
-  f.inputs[1] = T4(w, c.Co, Cg, c.KH, c.KW);
-  f.inputs[2] = T1(b, c.Co);
+  void *xk = in_dt(x, nx), *wk = in_dt(w, nw), *bk = in_dt(b, c.Co), *dyk = in_dt(dy, ny);
+  f.compute_dtype = g_dt;
+  f.inputs[0] = T4(xk, c.N, c.C, c.H, c.W);
+  f.inputs[1] = T4(wk, c.Co, Cg, c.KH, c.KW);
+  f.inputs[2] = T1(bk, c.Co);
   f.params.nn.i[1] = 1;
   f.num_outputs = 1;
   f.outputs[0] = T4(y, c.N, c.Co, OH, OW);
   CU_ASSERT_EQUAL_FATAL(hpu_node_validate(&f), HPU_SUCCESS);
   CU_ASSERT_EQUAL(hpu_node_execute(&f), HPU_SUCCESS);
-  CU_ASSERT(max_rel(y, ry, ny) < 1e-5);
+  CU_ASSERT(max_rel(y, ry, ny) < tol);
   hpu_node_t bw = conv_node(HPU_OP_CONV_BACKWARD, &c);
   bw.num_inputs = 3;
-  bw.inputs[0] = T4(dy, c.N, c.Co, OH, OW);
+  bw.compute_dtype = g_dt;
+  bw.inputs[0] = T4(dyk, c.N, c.Co, OH, OW);
   bw.inputs[1] = f.inputs[0];
   bw.inputs[2] = f.inputs[1];
   bw.num_outputs = 3;
@@ -114,14 +135,15 @@ static void check_case(cs_t c) {
   bw.params.nn.i[1] = 7;
   CU_ASSERT_EQUAL_FATAL(hpu_node_validate(&bw), HPU_SUCCESS);
   CU_ASSERT_EQUAL(hpu_node_execute(&bw), HPU_SUCCESS);
-  CU_ASSERT(max_rel(dx, rdx, nx) < 1e-5);
-  CU_ASSERT(max_rel(dw, rdw, nw) < 1e-5);
-  CU_ASSERT(max_rel(db, rdb, c.Co) < 1e-5);
+  CU_ASSERT(max_rel(dx, rdx, nx) < tol);
+  CU_ASSERT(max_rel(dw, rdw, nw) < tol);
+  CU_ASSERT(max_rel(db, rdb, c.Co) < tol);
+  if (g_dt == HPU_FLOAT64) free(xk), free(wk), free(bk), free(dyk);
   free(x), free(w), free(b), free(dy), free(y), free(dx), free(dw), free(db);
   free(ry), free(rdx), free(rdw), free(rdb);
 }
 
-static void test_conv_by_definition(void) {
+static void conv_cases(void) {
   /*          N  C  H   W  Co KH KW sh sw ph pw dh dw G */
   check_case((cs_t){2, 3, 8, 8, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1});     /* 3x3, many images per panel */
   check_case((cs_t){2, 4, 6, 5, 8, 1, 1, 1, 1, 0, 0, 1, 1, 2});     /* 1x1: GEMM on x in place */
@@ -129,6 +151,64 @@ static void test_conv_by_definition(void) {
   check_case((cs_t){2, 4, 7, 7, 4, 3, 3, 1, 1, 2, 2, 2, 2, 4});     /* depthwise */
   check_case((cs_t){1, 16, 40, 40, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1}); /* one image in row bands */
   check_case((cs_t){1, 2, 3, 3, 2, 5, 5, 1, 1, 2, 2, 1, 1, 1});     /* kernel wider than the input */
+}
+
+static void test_conv_by_definition(void) {
+  g_dt = HPU_FLOAT32;
+  conv_cases();
+}
+
+static void test_conv_f64_by_definition(void) {
+  g_dt = HPU_FLOAT64;
+  conv_cases();
+  g_dt = HPU_FLOAT32;
+}
+
+/* int64 forward (stride 2, padding, 2 groups, bias) against the definition,
+ * exactly; an int64 backward is refused (the CPU's has no gradient). */
+static void test_conv_int64(void) {
+  enum { N = 2, C = 4, H = 5, W = 6, Co = 4, K = 3, G = 2, Cg = C / G, OH = 3, OW = 3 };
+  int64_t x[N * C * H * W], w[Co * Cg * K * K], b[Co], y[N * Co * OH * OW];
+  for (int i = 0; i < N * C * H * W; i++) x[i] = (i * 37) % 101 - 50;
+  for (int i = 0; i < Co * Cg * K * K; i++) w[i] = (i * 11) % 19 - 9;
+  for (int i = 0; i < Co; i++) b[i] = 1000 * i - 1500;
+  cs_t c = {N, C, H, W, Co, K, K, 2, 2, 1, 1, 1, 1, G};
+  hpu_node_t f = conv_node(HPU_OP_CONV, &c);
+  g_dt = HPU_INT64;
+  f.compute_dtype = HPU_INT64;
+  f.num_inputs = 3;
+  f.inputs[0] = T4(x, N, C, H, W);
+  f.inputs[1] = T4(w, Co, Cg, K, K);
+  f.inputs[2] = T1(b, Co);
+  f.params.nn.i[1] = 1;
+  f.num_outputs = 1;
+  f.outputs[0] = T4(y, N, Co, OH, OW);
+  CU_ASSERT_EQUAL_FATAL(hpu_node_validate(&f), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_node_execute(&f), HPU_SUCCESS);
+  for (int n = 0; n < N; n++)
+    for (int o = 0; o < Co; o++)
+      for (int i = 0; i < OH; i++)
+        for (int j = 0; j < OW; j++) {
+          int64_t s = b[o];
+          for (int ci = 0; ci < Cg; ci++)
+            for (int kh = 0; kh < K; kh++)
+              for (int kw = 0; kw < K; kw++) {
+                int ih = 2 * i - 1 + kh, iw = 2 * j - 1 + kw;
+                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                s += x[((n * C + o / (Co / G) * Cg + ci) * H + ih) * W + iw] * w[((o * Cg + ci) * K + kh) * K + kw];
+              }
+          CU_ASSERT_EQUAL(y[((n * Co + o) * OH + i) * OW + j], s);
+        }
+  hpu_node_t bw = conv_node(HPU_OP_CONV_BACKWARD, &c);
+  bw.num_inputs = 3;
+  bw.inputs[0] = f.outputs[0];
+  bw.inputs[1] = f.inputs[0];
+  bw.inputs[2] = f.inputs[1];
+  bw.num_outputs = 3;
+  bw.outputs[0] = f.inputs[0];
+  bw.params.nn.i[1] = 1;
+  CU_ASSERT_EQUAL(hpu_node_validate(&bw), HPU_ERROR_UNSUPPORTED);
+  g_dt = HPU_FLOAT32;
 }
 
 static void test_conv_rejects_bad_params(void) {
@@ -160,6 +240,8 @@ int main(void) {
   CU_initialize_registry();
   CU_pSuite s = CU_add_suite("conv", NULL, NULL);
   CU_add_test(s, "convolution and its gradients by definition", test_conv_by_definition);
+  CU_add_test(s, "float64 convolution and its gradients by definition", test_conv_f64_by_definition);
+  CU_add_test(s, "int64 convolution forward by definition", test_conv_int64);
   CU_add_test(s, "bad params are rejected", test_conv_rejects_bad_params);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();

@@ -1,7 +1,9 @@
 /* Pooling (pool.c) on host buffers: max pooling against its definition
  * (values, indices with the first max on ties and NaN winning, the
  * scattered gradient, padding / stride / dilation, bad params), and
- * average pooling's windows and divisors by construction. */
+ * average pooling's windows and divisors by construction; float64 on
+ * values float32 cannot tell apart; the integer forwards (uint8 max, int64
+ * average truncating toward zero). */
 #include <CUnit/Basic.h>
 #include <math.h>
 #include <stdint.h>
@@ -130,11 +132,113 @@ static void test_avg_pool(void) {
   }
 }
 
+/* float64: x = 1 + i 2^-40 (float32 would round every one to 1), 2 x 2
+ * windows, stride 2. The max is each window's last cell, the average the
+ * window's mean in double; the backwards scatter dy there / spread dy / 4. */
+static void test_pool_f64(void) {
+  enum { N = 4, O = 2 };
+  double x[2 * N * N], y[2 * O * O], dy[2 * O * O], dx[2 * N * N];
+  int64_t ix[2 * O * O];
+  for (int i = 0; i < 2 * N * N; i++) x[i] = 1 + ldexp(i, -40);
+  for (int i = 0; i < 2 * O * O; i++) dy[i] = 1 + ldexp(i + 1, -40);
+  for (int avg = 0; avg < 2; avg++) {
+    hpu_node_t f;
+    memset(&f, 0, sizeof f);
+    f.op = avg ? HPU_OP_AVG_POOL2D : HPU_OP_MAX_POOL2D;
+    f.compute_dtype = HPU_FLOAT64;
+    f.num_inputs = 1;
+    f.inputs[0] = T(x, HPU_FLOAT64, 2, N, N);
+    f.num_outputs = avg ? 1 : 2;
+    f.outputs[0] = T(y, HPU_FLOAT64, 2, O, O);
+    f.outputs[1] = T(ix, HPU_INT64, 2, O, O);
+    f.params.nn.i[0] = f.params.nn.i[1] = 2;
+    if (!avg) f.params.nn.i[2] = f.params.nn.i[3] = 1;
+    f.params.nn.sizes[0] = f.params.nn.sizes[1] = 2;
+    CU_ASSERT_EQUAL_FATAL(hpu_node_validate(&f), HPU_SUCCESS);
+    CU_ASSERT_EQUAL(hpu_node_execute(&f), HPU_SUCCESS);
+    hpu_node_t b;
+    memset(&b, 0, sizeof b);
+    b.op = avg ? HPU_OP_AVG_POOL2D_BACKWARD : HPU_OP_MAX_POOL2D_BACKWARD;
+    b.compute_dtype = HPU_FLOAT64;
+    b.params = f.params;
+    b.num_inputs = avg ? 1 : 2;
+    b.inputs[0] = T(dy, HPU_FLOAT64, 2, O, O);
+    b.inputs[1] = T(ix, HPU_INT64, 2, O, O);
+    b.num_outputs = 1;
+    b.outputs[0] = T(dx, HPU_FLOAT64, 2, N, N);
+    CU_ASSERT_EQUAL_FATAL(hpu_node_validate(&b), HPU_SUCCESS);
+    CU_ASSERT_EQUAL(hpu_node_execute(&b), HPU_SUCCESS);
+    for (int p = 0; p < 2; p++)
+      for (int oh = 0; oh < O; oh++)
+        for (int ow = 0; ow < O; ow++) {
+          int q = (p * O + oh) * O + ow, h = 2 * oh, w = 2 * ow;
+          const double *c = x + (p * N + h) * N + w;
+          if (avg) {
+            CU_ASSERT_EQUAL(y[q], (c[0] + c[1] + c[N] + c[N + 1]) / 4);
+            for (int k = 0; k < 4; k++) CU_ASSERT_EQUAL(dx[(p * N + h + k / 2) * N + w + k % 2], dy[q] / 4);
+          } else {
+            CU_ASSERT_EQUAL(y[q], c[N + 1]);
+            CU_ASSERT_EQUAL(ix[q], (h + 1) * N + w + 1);
+            CU_ASSERT_EQUAL(dx[(p * N + h + 1) * N + w + 1], dy[q]);
+            CU_ASSERT_EQUAL(dx[(p * N + h) * N + w], 0);
+          }
+        }
+  }
+}
+
+/* 2 x 2 windows, stride 2, over a 4 x 4 plane: the uint8 max is the
+ * window's largest (200 and up, past int8), the int64 average the CPU's
+ * truncating division of the window sum. */
+static void test_pool_integers(void) {
+  uint8_t xb[16], yb[4];
+  int64_t ix[4], xl[16], yl[4];
+  for (int i = 0; i < 16; i++) xb[i] = (uint8_t)(200 + (i * 5) % 13), xl[i] = i % 2 == 0 ? -4 : -1;
+  hpu_node_t f;
+  memset(&f, 0, sizeof f);
+  f.op = HPU_OP_MAX_POOL2D;
+  f.num_inputs = 1;
+  f.inputs[0] = T(xb, HPU_UINT8, 1, 4, 4);
+  f.num_outputs = 2;
+  f.outputs[0] = T(yb, HPU_UINT8, 1, 2, 2);
+  f.outputs[1] = T(ix, HPU_INT64, 1, 2, 2);
+  f.params.nn.i[0] = f.params.nn.i[1] = 2, f.params.nn.i[2] = f.params.nn.i[3] = 1;
+  f.params.nn.sizes[0] = f.params.nn.sizes[1] = 2;
+  CU_ASSERT_EQUAL_FATAL(hpu_node_validate(&f), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_node_execute(&f), HPU_SUCCESS);
+  for (int q = 0; q < 4; q++) {
+    int h = 2 * (q / 2), w = 2 * (q % 2), best = 0;
+    for (int k = 0; k < 4; k++) best = xb[(h + k / 2) * 4 + w + k % 2] > best ? xb[(h + k / 2) * 4 + w + k % 2] : best;
+    CU_ASSERT_EQUAL(yb[q], best);
+    CU_ASSERT_EQUAL(xb[ix[q]], best);
+  }
+  hpu_node_t a;
+  memset(&a, 0, sizeof a);
+  a.op = HPU_OP_AVG_POOL2D;
+  a.num_inputs = 1;
+  a.inputs[0] = T(xl, HPU_INT64, 1, 4, 4);
+  a.num_outputs = 1;
+  a.outputs[0] = T(yl, HPU_INT64, 1, 2, 2);
+  a.params.nn.i[0] = a.params.nn.i[1] = 2;
+  a.params.nn.sizes[0] = a.params.nn.sizes[1] = 2;
+  CU_ASSERT_EQUAL_FATAL(hpu_node_validate(&a), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_node_execute(&a), HPU_SUCCESS);
+  /* every window holds -4, -1, -4, -1: sum -10, truncated to -2 (floor: -3) */
+  for (int q = 0; q < 4; q++) CU_ASSERT_EQUAL(yl[q], -2);
+  /* an integer backward is refused */
+  hpu_node_t b = a;
+  b.op = HPU_OP_AVG_POOL2D_BACKWARD;
+  b.inputs[0] = T(yl, HPU_INT64, 1, 2, 2);
+  b.outputs[0] = T(xl, HPU_INT64, 1, 4, 4);
+  CU_ASSERT_EQUAL(hpu_node_validate(&b), HPU_ERROR_UNSUPPORTED);
+}
+
 int main(void) {
   CU_initialize_registry();
   CU_pSuite s = CU_add_suite("pool", NULL, NULL);
   CU_add_test(s, "max pooling and its backward by definition", test_max_pool);
   CU_add_test(s, "average pooling of ones: windows and divisors", test_avg_pool);
+  CU_add_test(s, "float64 max and average pooling and their backwards", test_pool_f64);
+  CU_add_test(s, "uint8 max and int64 average pooling", test_pool_integers);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failed = CU_get_number_of_failures();

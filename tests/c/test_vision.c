@@ -3,7 +3,8 @@
  * upsampling of a ramp with align_corners gives the finer ramp, adaptive
  * pooling of ones gives ones and a gradient of ones sums back to each
  * window's share, reflection / replication padding of a counter reads the
- * reflected / clamped positions, and bad params are refused. */
+ * reflected / clamped positions, and bad params are refused; the
+ * arithmetic ones again in float64 with a part float32 would round away. */
 #include <CUnit/Basic.h>
 #include <math.h>
 #include <stdint.h>
@@ -107,11 +108,48 @@ static void test_adaptive_pool(void) {
   CU_ASSERT_DOUBLE_EQUAL(sum, OD * OH * OW, 1e-4); /* each window spreads 1 */
   /* d windows [0,3) [2,5): d = 2 is in both; h windows [0,3) [2,5) [4,7); w [0,2) [1,3) */
   CU_ASSERT_DOUBLE_EQUAL(dx[(2 * H + 2) * W + 1], 2 * 2 * 2 / (3.0 * 3 * 2), 1e-6);
-  /* float64 is refused (the forwarder sends it to the CPU); buffers of
-   * its own size, or the operands could overlap and be refused for that */
-  double xd[D * H * W], yd[OD * OH * OW];
+  /* float64: x = 1 + 2^-40 (1 in float32) pools to itself, a gradient of
+   * it spreads its windows' shares (scaled by it) */
+  double xd[D * H * W], yd[OD * OH * OW], dxd[D * H * W];
+  double one = 1 + ldexp(1, -40);
+  for (int i = 0; i < D * H * W; i++) xd[i] = one;
   hpu_node_t d = node(HPU_OP_ADAPTIVE_AVG_POOL, T4(xd, HPU_FLOAT64, 1, D, H, W), T4(yd, HPU_FLOAT64, 1, OD, OH, OW));
-  CU_ASSERT_EQUAL(hpu_node_validate(&d), HPU_ERROR_UNSUPPORTED);
+  CU_ASSERT_EQUAL_FATAL(hpu_node_validate(&d), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_node_execute(&d), HPU_SUCCESS);
+  for (int i = 0; i < OD * OH * OW; i++) CU_ASSERT_DOUBLE_EQUAL(yd[i], one, 1e-15);
+  hpu_node_t db =
+      node(HPU_OP_ADAPTIVE_AVG_POOL_BACKWARD, T4(yd, HPU_FLOAT64, 1, OD, OH, OW), T4(dxd, HPU_FLOAT64, 1, D, H, W));
+  CU_ASSERT_EQUAL_FATAL(hpu_node_validate(&db), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_node_execute(&db), HPU_SUCCESS);
+  CU_ASSERT_DOUBLE_EQUAL(dxd[(2 * H + 2) * W + 1], one * 2 * 2 * 2 / (3.0 * 3 * 2), 1e-15);
+  /* int32 is refused (the forwarder sends it to the CPU); buffers of its
+   * own size, or the operands could overlap and be refused for that */
+  int32_t xi[D * H * W], yi[OD * OH * OW];
+  hpu_node_t r = node(HPU_OP_ADAPTIVE_AVG_POOL, T4(xi, HPU_INT32, 1, D, H, W), T4(yi, HPU_INT32, 1, OD, OH, OW));
+  CU_ASSERT_EQUAL(hpu_node_validate(&r), HPU_ERROR_UNSUPPORTED);
+}
+
+/* float64 bilinear, align_corners, 2 x 3 -> 3 x 5 of x[h][w] = 1 + (3h + w)
+ * 2^-40: the output is the plane at h / 2, w / 2 (exact in double); the
+ * backward of ones puts the total, 15, back in x. */
+static void test_linear_f64(void) {
+  double x[2 * 3], y[3 * 5], dy[3 * 5], dx[2 * 3], sum = 0;
+  for (int h = 0; h < 2; h++)
+    for (int w = 0; w < 3; w++) x[h * 3 + w] = 1 + ldexp(3 * h + w, -40);
+  hpu_node_t n = node(HPU_OP_UPSAMPLE, T4(x, HPU_FLOAT64, 1, 1, 2, 3), T4(y, HPU_FLOAT64, 1, 1, 3, 5));
+  n.params.nn.i[0] = HPU_UPSAMPLE_LINEAR, n.params.nn.i[1] = 1, n.params.nn.i[2] = 2;
+  CU_ASSERT_EQUAL_FATAL(hpu_node_validate(&n), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_node_execute(&n), HPU_SUCCESS);
+  for (int h = 0; h < 3; h++)
+    for (int w = 0; w < 5; w++) CU_ASSERT_EQUAL(y[h * 5 + w], 1 + ldexp(3 * h * 0.5 + w * 0.5, -40));
+  for (int i = 0; i < 15; i++) dy[i] = 1;
+  hpu_node_t b = node(HPU_OP_UPSAMPLE_BACKWARD, T4(dy, HPU_FLOAT64, 1, 1, 3, 5), T4(dx, HPU_FLOAT64, 1, 1, 2, 3));
+  b.params = n.params;
+  CU_ASSERT_EQUAL_FATAL(hpu_node_validate(&b), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_node_execute(&b), HPU_SUCCESS);
+  for (int i = 0; i < 6; i++) sum += dx[i];
+  CU_ASSERT_DOUBLE_EQUAL(sum, 15, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(dx[0], 1 + 0.5 + 0.5 + 0.25, 1e-12); /* (1 + 1/2)^2 */
 }
 
 static void test_pad(void) {
@@ -151,6 +189,16 @@ static void test_pad(void) {
   CU_ASSERT_EQUAL(dx[0], 10);
   CU_ASSERT_EQUAL(dx[1], 1 + 100 + 10000);
   CU_ASSERT_EQUAL(dx[2], 1000);
+  /* the same in float64, each g plus 2^-30 (lost in float32) */
+  double gd[5], dxd[3], e = ldexp(1, -30);
+  for (int i = 0; i < 5; i++) gd[i] = g[i] + e;
+  b = node(HPU_OP_SPATIAL_PAD_BACKWARD, T4(gd, HPU_FLOAT64, 1, 1, 1, 5), T4(dxd, HPU_FLOAT64, 1, 1, 1, 3));
+  b.params.nn.i[0] = HPU_PAD_REFLECT, b.params.nn.sizes[2] = 1;
+  CU_ASSERT_EQUAL_FATAL(hpu_node_validate(&b), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_node_execute(&b), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(dxd[0], 10 + e);
+  CU_ASSERT_EQUAL(dxd[1], 1 + 100 + 10000 + 3 * e);
+  CU_ASSERT_EQUAL(dxd[2], 1000 + e);
 }
 
 int main(void) {
@@ -158,6 +206,7 @@ int main(void) {
   CU_pSuite s = CU_add_suite("vision", NULL, NULL);
   CU_add_test(s, "nearest upsampling by 2 and its backward", test_nearest);
   CU_add_test(s, "bilinear upsampling of a ramp, align_corners", test_linear_ramp);
+  CU_add_test(s, "float64 bilinear upsampling and its backward", test_linear_f64);
   CU_add_test(s, "adaptive average pooling 3-d of ones", test_adaptive_pool);
   CU_add_test(s, "reflection and replication padding of a counter", test_pad);
   CU_basic_set_mode(CU_BRM_VERBOSE);

@@ -1,7 +1,7 @@
 """Convolutions on the card (csrc/kernels/conv.c) against PyTorch's CPU
 convolution: forward and all three gradients, 1-d and 2-d, stride, padding,
-dilation, groups (depthwise too), bias or not, float32 and bf16, and no CPU
-fallback. Bad arguments raise PyTorch's errors."""
+dilation, groups (depthwise too), bias or not, float32, bf16 and float64,
+the int64 forward exactly, and no CPU fallback. Bad arguments raise PyTorch's errors."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -43,6 +43,11 @@ def compare(cpu, hpu, dtype):
         if dtype == torch.float32:
             scale = c.abs().max().item() + 1
             torch.testing.assert_close(h, c, rtol=1e-5, atol=2e-6 * scale)
+        elif dtype == torch.float64:
+            # dgemm on the card, the CPU's own order of sums: double rounding
+            # apart (a float32 computation would be ~1e-7 off)
+            scale = c.abs().max().item() + 1
+            torch.testing.assert_close(h, c, rtol=1e-12, atol=1e-13 * scale)
         else:
             # float accumulation, one rounding, as the CPU's bf16 kernels: a
             # step apart at most (steps of the tensor's largest magnitude, as
@@ -51,7 +56,7 @@ def compare(cpu, hpu, dtype):
             torch.testing.assert_close(h.float(), c.float(), rtol=2 ** -8, atol=2 ** -8 * scale)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
 @pytest.mark.parametrize("bias", [True, False])
 @pytest.mark.parametrize("case", CASES_2D)
 def test_conv2d_matches_cpu(case, bias, dtype, fallback_counts):
@@ -63,7 +68,7 @@ def test_conv2d_matches_cpu(case, bias, dtype, fallback_counts):
     assert fallback_counts() == {}
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
 @pytest.mark.parametrize("case", [(2, 3, 20, 4, 5, 2, 3, 2, 1), (3, 4, 9, 4, 3, 1, 1, 1, 2)])
 def test_conv1d_matches_cpu(case, dtype, fallback_counts):
     N, C, L, Co, k, s, p, d, g = case
@@ -129,3 +134,20 @@ def test_conv_bad_input(bad, match):
     w = torch.randn(4, 3, 3, 3, device="hpu")
     with pytest.raises((RuntimeError, ValueError), match=match):
         bad(x, w)
+
+
+@pytest.mark.parametrize("case", CASES_2D[:4])
+def test_conv_int64_forward_matches_cpu(case, fallback_counts):
+    """int64 convolution (no gradient, as on the CPU) is exact: the same
+    integers, with and without bias, 2-d and 1-d."""
+    N, C, H, W, Co, k, s, p, d, g = case
+    torch.manual_seed(0)
+    x = torch.randint(-50, 50, (N, C, H, W))
+    w = torch.randint(-9, 9, (Co, C // g, k, k))
+    b = torch.randint(-1000, 1000, (Co,))
+    kw = dict(stride=s, padding=p, dilation=d, groups=g)
+    y = F.conv2d(x.to("hpu"), w.to("hpu"), b.to("hpu"), **kw)
+    assert y.dtype == torch.int64 and torch.equal(y.cpu(), F.conv2d(x, w, b, **kw))
+    y1 = F.conv1d(x[:, :, 0].to("hpu"), w[:, :, 0].to("hpu"), None, stride=s, padding=p, dilation=d, groups=g)
+    assert torch.equal(y1.cpu(), F.conv1d(x[:, :, 0], w[:, :, 0], None, stride=s, padding=p, dilation=d, groups=g))
+    assert fallback_counts() == {}

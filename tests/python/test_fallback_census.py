@@ -18,25 +18,15 @@ _spec = importlib.util.spec_from_file_location("fallback_census", _SCRIPT)
 census = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(census)
 
-FLOAT64 = ("float64 (and the integer types the CPU takes) runs on the CPU; the kernel covers float32, "
-           "bfloat16 and float16")
+UINT8 = ("uint8 runs on the CPU: the kernel covers the floating types, and the CPU's uint8 bilinear kernel rounds "
+         "in its own (fixed-point) way ours does not reproduce yet")
 NO_KERNEL = "no hpu kernel yet"
 ROUNDING = ("bfloat16 / float16 run on the CPU, whose kernel rounds intermediate steps to the dtype in a way "
             "ours does not reproduce yet")
 
 # op_db name: why it still runs on the CPU.
 FALLBACK = {
-    **dict.fromkeys([
-        "native_batch_norm", "_native_batch_norm_legit", "_batch_norm_with_update", "nn.functional.batch_norm",
-        "nn.functional.instance_norm", "nn.functional.conv1d", "nn.functional.conv2d",
-        "nn.functional.max_pool1d", "nn.functional.max_pool2d", "max_pool2d_with_indices_backward",
-        "nn.functional.avg_pool1d", "nn.functional.avg_pool2d", "nn.functional.local_response_norm",
-        "nn.functional.adaptive_avg_pool1d", "nn.functional.adaptive_avg_pool2d",
-        "nn.functional.adaptive_avg_pool3d", "nn.functional.interpolate.area",
-        "nn.functional.interpolate.nearest", "nn.functional.interpolate.nearest-exact",
-        "nn.functional.interpolate.linear", "nn.functional.interpolate.bilinear",
-        "nn.functional.interpolate.trilinear", "nn.functional.upsample_nearest", "nn.functional.upsample_bilinear",
-    ], FLOAT64),
+    **dict.fromkeys(["nn.functional.interpolate.bilinear", "nn.functional.upsample_bilinear"], UINT8),
     **dict.fromkeys([
         # vision
         "nn.functional.conv3d", "nn.functional.conv_transpose1d", "nn.functional.conv_transpose2d",

@@ -4,7 +4,8 @@ align_corners both ways, scale factors), adaptive average pooling and
 reflection / replication padding, forward and backward, on the cases OpInfo
 does not stress (non-contiguous and channels_last inputs, batchless and
 empty batches, many planes, inf / nan / -0.0, negative padding), each with
-no CPU fallback; bad arguments raise the CPU's error class."""
+no CPU fallback, in float32, bf16 / fp16 and float64; bad arguments raise
+the CPU's error class."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -188,8 +189,37 @@ def test_bad_arguments_raise_like_cpu(fn, exc):
     assert torch.equal(F.pad(x.to("hpu"), (1, 1, 1, 1), mode="replicate").cpu(), F.pad(x, (1, 1, 1, 1), mode="replicate"))
 
 
-def test_float64_is_a_counted_fallback(fallback_counts):
-    x = torch.randn(2, 3, 4, 5, dtype=torch.float64)
-    y = F.interpolate(x.to("hpu"), scale_factor=2, mode="bilinear")
-    torch.testing.assert_close(y.cpu(), F.interpolate(x, scale_factor=2, mode="bilinear"))
-    assert "aten::upsample_bilinear2d" in fallback_counts()
+FLOAT64 = [
+    # (id, shape, fn, exact): float64 runs the kernels' double copies
+    ("nearest-2d", (2, 3, 4, 5), lambda t: F.interpolate(t, size=(7, 3), mode="nearest"), True),
+    ("nearest-exact-1d", (2, 3, 5), lambda t: F.interpolate(t, scale_factor=1.7, mode="nearest-exact"), True),
+    ("nearest-3d", (1, 2, 3, 4, 5), lambda t: F.interpolate(t, size=(4, 6, 9), mode="nearest"), True),
+    ("linear-ac", (2, 3, 5), lambda t: F.interpolate(t, size=11, mode="linear", align_corners=True), False),
+    ("bilinear", (2, 3, 7, 6), lambda t: F.interpolate(t, size=(3, 13), mode="bilinear"), False),
+    ("bilinear-scale", (2, 3, 4, 5),
+     lambda t: F.interpolate(t, scale_factor=1.3, mode="bilinear", recompute_scale_factor=False), False),
+    ("trilinear", (1, 2, 3, 4, 5), lambda t: F.interpolate(t, size=(5, 3, 7), mode="trilinear"), False),
+    ("trilinear-ac", (1, 2, 3, 4, 5),
+     lambda t: F.interpolate(t, scale_factor=2, mode="trilinear", align_corners=True), False),
+    ("area", (2, 3, 10, 10), lambda t: F.interpolate(t, size=(3, 4), mode="area"), False),
+    ("adaptive-2d", (2, 3, 9, 13), lambda t: F.adaptive_avg_pool2d(t, (4, 5)), False),
+    ("adaptive-3d", (1, 2, 7, 5, 6), lambda t: F.adaptive_avg_pool3d(t, (3, 2, 4)), False),
+    ("reflect-2d", (2, 3, 5, 6), lambda t: F.pad(t, (2, 1, 1, 2), mode="reflect"), True),
+    ("replicate-3d", (1, 2, 3, 4, 5), lambda t: F.pad(t, (1, 2, 0, 1, 2, 1), mode="replicate"), True),
+]
+
+
+@pytest.mark.parametrize("case", FLOAT64, ids=lambda c: c[0])
+def test_float64_matches_cpu(case, fallback_counts):
+    """float64 on the card, forward and backward, to double rounding (a
+    float32 computation would be ~1e-7 off): values with bits below float32's."""
+    _, shape, fn, exact = case
+    torch.manual_seed(0)
+    x = torch.randn(shape, dtype=torch.float64) * 3 + 1e-9 * torch.randn(shape, dtype=torch.float64)
+    yc, gc, rc = _run(fn, x, "cpu")
+    yh, gh, rh = _run(fn, x, "hpu")
+    assert fallback_counts() == {}, fallback_counts()
+    assert yh.dtype == torch.float64 and gh.dtype == torch.float64 and rh.stride() == rc.stride()
+    tol = 0 if exact else 1e-13
+    torch.testing.assert_close(yh, yc, rtol=tol, atol=tol)
+    torch.testing.assert_close(gh, gc, rtol=1e-13, atol=1e-13)

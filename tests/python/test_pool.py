@@ -1,6 +1,7 @@
 """Max and average pooling on the card (csrc/kernels/pool.c) against PyTorch's CPU
 kernel: values, indices and gradients for kernel / stride / padding /
-dilation / ceil_mode combinations, 3-d and 4-d inputs, float32 and bf16,
+dilation / ceil_mode combinations, 3-d and 4-d inputs, float32, bf16 and
+float64 (with bits below float32's), the integer forwards exactly,
 NaN and ties, no CPU fallback; bad arguments raise PyTorch's errors."""
 import pytest
 import torch
@@ -16,23 +17,30 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def _input(shape, dtype):
+    x = torch.randn(shape).to(dtype)
+    if dtype == torch.float64:  # values float32 would round together
+        x += 1e-9 * torch.randn(shape, dtype=dtype)
+    return x
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
 @pytest.mark.parametrize("case", CASES)
 def test_max_pool2d_matches_cpu(case, dtype, fallback_counts):
     shape, k, s, p, d, ceil = case
     torch.manual_seed(0)
-    x = torch.randn(shape).to(dtype)
+    x = _input(shape, dtype)
     x.view(-1)[::7] = x.view(-1)[1]  # ties: the first max wins
     res = []
     for dev in ("cpu", "hpu"):
         xd = x.detach().to(dev).requires_grad_()
         y, ix = F.max_pool2d(xd, k, s, p, d, ceil_mode=ceil, return_indices=True)
         torch.manual_seed(1)
-        y.backward(torch.randn(y.shape).to(dtype).to(dev))
+        y.backward(_input(y.shape, dtype).to(dev))
         res.append((y.detach().cpu(), ix.cpu(), xd.grad.cpu()))
     (yc, ic, gc), (yh, ih, gh) = res
-    assert torch.equal(yh, yc) and torch.equal(ih, ic)
-    if dtype == torch.float32:
+    assert yh.dtype == dtype and torch.equal(yh, yc) and torch.equal(ih, ic)
+    if dtype in (torch.float32, torch.float64):
         torch.testing.assert_close(gh, gc, rtol=0, atol=0)  # sums of a few grads, same order
     else:
         # overlapping windows: we add in float and round once, the CPU
@@ -72,21 +80,22 @@ AVG_CASES = [
 ]
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
 @pytest.mark.parametrize("case", AVG_CASES)
 def test_avg_pool2d_matches_cpu(case, dtype, fallback_counts):
     shape, k, s, p, ceil, incl, div = case
     torch.manual_seed(0)
-    x = torch.randn(shape).to(dtype)
+    x = _input(shape, dtype)
     res = []
     for dev in ("cpu", "hpu"):
         xd = x.detach().to(dev).requires_grad_()
         y = F.avg_pool2d(xd, k, s, p, ceil_mode=ceil, count_include_pad=incl, divisor_override=div)
         torch.manual_seed(1)
-        y.backward(torch.randn(y.shape).to(dtype).to(dev))
+        y.backward(_input(y.shape, dtype).to(dev))
         res.append((y.detach().cpu(), xd.grad.cpu()))
     for h, c in zip(res[1], res[0]):
-        if dtype == torch.float32:  # the CPU's windows, divisors and sum order
+        assert h.dtype == dtype
+        if dtype in (torch.float32, torch.float64):  # the CPU's windows, divisors and sum order
             torch.testing.assert_close(h, c, rtol=0, atol=0)
         else:  # float sums rounded once; the CPU rounds some bf16 partial sums
             torch.testing.assert_close(h.float(), c.float(), rtol=2 ** -7, atol=2 ** -8 * c.abs().max().item())
@@ -99,3 +108,30 @@ def test_avg_pool2d_bad_input():
         F.avg_pool2d(x, 2, divisor_override=0)
     with pytest.raises(RuntimeError, match="pad should be at most half"):
         F.avg_pool2d(x, 2, padding=2)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8])
+@pytest.mark.parametrize("case", CASES)
+def test_max_pool2d_integers_match_cpu(case, dtype, fallback_counts):
+    """The integer types the CPU pools run on the card: values and indices
+    exact (ties: the first max), no fallback."""
+    shape, k, s, p, d, ceil = case
+    torch.manual_seed(0)
+    x = torch.randint(0 if dtype == torch.uint8 else -100, 100, shape, dtype=dtype)
+    yh, ih = F.max_pool2d(x.to("hpu"), k, s, p, d, ceil_mode=ceil, return_indices=True)
+    yc, ic = F.max_pool2d(x, k, s, p, d, ceil_mode=ceil, return_indices=True)
+    assert yh.dtype == dtype and torch.equal(yh.cpu(), yc) and torch.equal(ih.cpu(), ic)
+    assert fallback_counts() == {}
+
+
+@pytest.mark.parametrize("case", AVG_CASES)
+def test_avg_pool2d_int64_matches_cpu(case, fallback_counts):
+    """int64 averages are the CPU's: an int64 sum, a division truncating
+    toward zero (negative sums too)."""
+    shape, k, s, p, ceil, incl, div = case
+    torch.manual_seed(0)
+    x = torch.randint(-1000, 1000, shape)
+    kw = dict(ceil_mode=ceil, count_include_pad=incl, divisor_override=div)
+    y = F.avg_pool2d(x.to("hpu"), k, s, p, **kw)
+    assert y.dtype == torch.int64 and torch.equal(y.cpu(), F.avg_pool2d(x, k, s, p, **kw))
+    assert fallback_counts() == {}
