@@ -4,7 +4,11 @@
 #   lightning       lightning-habana 1.6.0 + pytorch-lightning 2.3.3 (+ setuptools<81:
 #                   its lightning_fabric declares a pkg_resources namespace)
 #   optimum-habana  optimum-habana 1.21.2 + transformers 4.55.x,
-#                   accelerate 1.7-1.10.1, optimum 2.0.x
+#                   accelerate 1.7-1.10.1, optimum 2.0.x, torchvision 0.28.0
+#   vision          torchvision 0.28.0 (the release for torch 2.13; PyPI's
+#                   wheel is built for the CUDA torch, so it stays out of the
+#                   base Python, where its failing import would break
+#                   transformers; habana_torch makes it import here)
 # Each is a venv made with --system-site-packages over the base Python, so it
 # uses the base torch 2.13.0 and the habana_torch that scripts/setup.sh built
 # from this tree (building it again per venv would cost ~10 CPU-minutes and
@@ -13,7 +17,7 @@
 # Into each venv goes the habana-torch-plugin compatibility marker built from
 # python/compat/habana_torch_plugin (its version is GAUDI_API_VERSION).
 #
-#   scripts/pinned_envs.sh [lightning|optimum-habana ...]   (default: all)
+#   scripts/pinned_envs.sh [lightning|optimum-habana|vision ...]   (default: all)
 # Environments go in $HPU_PINNED_ENVS (default ~/.cache/habana_torch/pinned-envs,
 # outside the checkout so a fresh clone on the same machine reuses them); one
 # whose requirements, marker version and base torch are unchanged is left as it is.
@@ -25,10 +29,11 @@ ENVS_DIR=${HPU_PINNED_ENVS:-${XDG_CACHE_HOME:-$HOME/.cache}/habana_torch/pinned-
 
 declare -A REQS=(
   [lightning]="lightning-habana==1.6.0 pytorch-lightning==2.3.3 setuptools<81"
-  [optimum-habana]="optimum-habana==1.21.2 transformers>=4.55,<4.56 accelerate>=1.7,<=1.10.1 optimum>=2.0,<2.1"
+  [optimum-habana]="optimum-habana==1.21.2 transformers>=4.55,<4.56 accelerate>=1.7,<=1.10.1 optimum>=2.0,<2.1 torchvision==0.28.0"
+  [vision]="torchvision==0.28.0"
 )
 names=("$@")
-[ ${#names[@]} -eq 0 ] && names=(lightning optimum-habana)
+[ ${#names[@]} -eq 0 ] && names=(lightning optimum-habana vision)
 
 base_torch=$($PY -c "import torch; print(torch.__version__)")
 case "$base_torch" in

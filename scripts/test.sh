@@ -58,7 +58,7 @@ HPU_KERNEL_ISA=avx2 run_pytest 0 tests/python/test_ops.py tests/python/test_ops_
 
 # Libraries built for Gaudi whose last releases pin older libraries run in
 # venvs over the base torch (made once per machine, reused while unchanged).
-echo "== libraries built for Gaudi in pinned environments (lightning-habana, optimum-habana)"
+echo "== libraries built for Gaudi in pinned environments (lightning-habana, optimum-habana, torchvision)"
 bash scripts/pinned_envs.sh
 run_pytest 1 tests/pinned
 run_pytest 0 tests/pinned

@@ -116,7 +116,13 @@ def generate(device):
                                     hpu_graphs=LAZY).cpu()
         else:
             tokens = model.generate(ids, attention_mask=torch.ones_like(ids), **kwargs)
-    print("RESULT " + json.dumps({"tokens": tokens.tolist(), "generation_config": type(model.generation_config).__name__}))
+    out = {"tokens": tokens.tolist(), "generation_config": type(model.generation_config).__name__}
+    if hpu:
+        from habana_torch import _C
+
+        for name in ("hpu_graph_capture", "hpu_graph_replay", "hpu_graph_demoted"):
+            out[name] = dict(_C._metric_items(name)).get(name, 0)
+    print("RESULT " + json.dumps(out))
 
 
 if __name__ == "__main__":
