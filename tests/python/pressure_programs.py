@@ -911,11 +911,11 @@ def _single_threaded(fn, *args, **kwargs):
     out at VML's low-accuracy (EP, AVX2) level: tanh(1) = 0.7616326 instead
     of 0.7615942, 5e-5 off, where the hpu kernel was exact."""
     threads = torch.get_num_threads()
-    torch._C._set_num_threads(1)
+    torch._C.set_num_threads(1)
     try:
         return fn(*args, **kwargs)
     finally:
-        torch._C._set_num_threads(threads)
+        torch._C.set_num_threads(threads)
 
 
 def run_and_compare(ops, keep=None):
