@@ -1,6 +1,7 @@
 """A ResNet training step on the card with no CPU fallback: ResNet-18 and a
-ResNet-50-style Bottleneck model written as torchvision defines them (the
-torchvision wheel cannot load with the CPU torch here), 32x32 inputs, SGD
+ResNet-50-style Bottleneck model written as torchvision defines them (so
+that the base suite needs no torchvision; torchvision's own models run in
+tests/pinned/test_torchvision.py), 32x32 inputs, SGD
 with momentum and weight decay; loss and every gradient against the same
 step on the CPU, in float32 and under bf16 autocast."""
 import copy

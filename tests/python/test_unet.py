@@ -3,7 +3,7 @@ ReLU encoder, max pool, bilinear-upsampling decoder with skip concatenation,
 reflection padding in its convolutions) and a small MobileNetV3-style block
 stack (depthwise convolution, hardswish, squeeze-excite through
 adaptive_avg_pool2d, a nearest-upsampled side branch), written here as
-test_resnet.py does (torchvision's wheel needs CUDA libraries). One
+test_resnet.py does (the base suite has no torchvision). One
 training step each with SGD momentum and with AdamW, run in the mode the
 suite runs in (PT_HPU_LAZY_MODE): loss and every gradient against the same
 step on the CPU."""
