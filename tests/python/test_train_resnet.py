@@ -36,8 +36,8 @@ def test_hpu_trains_as_the_cpu_does(model):
     # the order of float additions (the card's conv and batch-norm
     # reductions against oneDNN's), to float rounding. Each SGD step then
     # amplifies such differences: on these settings the CPU alone, on 1
-    # thread against 2, differs by 1e-5 relative after 3 steps and the hpu
-    # by up to 2e-4; a wrong gradient moves the loss by 1e-2 per step.
+    # thread against 2, differs by 5e-6 relative after 3 steps and the hpu
+    # by up to 6e-5; a wrong gradient moves the loss by 1e-2 per step.
     # ResNet-50 at width 8 on 16 images is ill-conditioned (bottlenecks of 8
     # channels, batch norm over few values): its first gradient in float32
     # is 3e-3 from float64's on the CPU and 1e-2 on the hpu (measured), so
