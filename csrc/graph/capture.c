@@ -139,15 +139,14 @@ int hpu_capture_demote(int device) {
   if (!demotable) return 0;
   hpu_graph_t *g = NULL;
   hpu_captured_t *c = detach(device, &g);
+  if (!c) return 1; /* another thread demoted it first */
   hpu_status_t st = HPU_SUCCESS;
   /* Launched before the capture's blocks go back to the pool: work queued
    * after it may reuse them, but runs after it on the card's queue. */
   if (g && recorded) st = launch_nodes(device, hpu_graph_nodes(g), hpu_graph_num_nodes(g), NULL, stream);
   hpu_graph_destroy(g);
-  if (c) {
-    hpu_alloc_release_owner(device, c);
-    free(c);
-  }
+  hpu_alloc_release_owner(device, c);
+  free(c);
   hpu_mutex_lock(&s->mu);
   s->demoted = 1;
   s->demote_status = st;
