@@ -2,12 +2,16 @@
 (the tiled kernel, csrc/kernels/attention.c) against the same call on the
 CPU (torch's own fused CPU kernel), in one process, same thread count.
 
-Cases: BERT-base self-attention (B=8, H=12, L=128, D=64, no mask) and a
-long causal one (B=1, H=16, L=2048, D=64), fp32 and bf16, forward alone and
-forward + backward. Both sides run interleaved after a warm-up; the best of
---reps runs per side is printed with the median, and speed = t_cpu / t_hpu
-(> 1: the hpu is faster). The hpu result is checked against the CPU once.
-hpu times end with torch.hpu.synchronize() (and mark_step in lazy mode).
+Cases: BERT-base self-attention (B=8, H=12, L=128, D=64, no mask), a
+sequence of 512 (B=2, H=12, L=512, D=64) and a long causal one (B=1, H=16,
+L=2048, D=64), fp32 and bf16, forward alone and forward + backward. The
+sides run interleaved after a warm-up; the best of --reps runs per side is
+printed with the median, and speed = t_cpu / t_hpu (> 1: the hpu is
+faster). A third side, the same attention written out on the hpu as
+matmul, softmax, matmul (what the fused kernel replaces; causal by
+masked_fill), gives "vs unfused" = its best time over the fused kernel's.
+The hpu result is checked against the CPU once. hpu times end with
+torch.hpu.synchronize() (and mark_step in lazy mode).
 
     python bench/sdpa.py [--reps 7] [--threads 2] [--modes lazy,eager] [--dtypes fp32,bf16]
 """
@@ -22,7 +26,8 @@ import torch.nn.functional as F
 import habana_torch  # noqa: F401
 import habana_torch.core as htcore
 
-CASES = {"bert": (8, 12, 128, 128, 64, False), "long-causal": (1, 16, 2048, 2048, 64, True)}
+CASES = {"bert": (8, 12, 128, 128, 64, False), "seq512": (2, 12, 512, 512, 64, False),
+         "long-causal": (1, 16, 2048, 2048, 64, True)}
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 TOL = {torch.float32: dict(rtol=1e-4, atol=1e-5), torch.bfloat16: dict(rtol=2e-2, atol=2e-2)}
 
@@ -38,8 +43,16 @@ def make(device, B, H, L, S, D, dt, grad):
     return [t.requires_grad_(grad) for t in ts], go
 
 
-def step(ts, go, causal, grad):
-    out = F.scaled_dot_product_attention(*ts, is_causal=causal)
+def unfused(q, k, v, is_causal=False):
+    s = (q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5
+    if is_causal:
+        L, S = s.shape[-2:]
+        s = s.masked_fill(torch.ones(L, S, dtype=torch.bool, device=s.device).triu(1), float("-inf"))
+    return s.softmax(-1) @ v
+
+
+def step(ts, go, causal, grad, fn=F.scaled_dot_product_attention):
+    out = fn(*ts, is_causal=causal)
     if grad:
         out.backward(go)
     return out
@@ -55,7 +68,8 @@ def main():
     args = ap.parse_args()
     torch.set_num_threads(args.threads)  # also sizes the hpu kernel pool
     print(f"torch {torch.__version__}, threads {args.threads}; load average before: {uptime()}")
-    print(f"{'mode':5s} {'case':26s} {'cpu best':>9s} {'hpu best':>9s} {'cpu med':>9s} {'hpu med':>9s} {'speed':>6s}")
+    print(f"{'mode':5s} {'case':26s} {'cpu best':>9s} {'hpu best':>9s} {'cpu med':>9s} {'hpu med':>9s} {'speed':>6s}"
+          f" {'unfused':>9s} {'vs unfused':>10s}")
     for mode in args.modes.split(","):
         lazy = mode == "lazy"
         htcore._set_lazy_mode(lazy)
@@ -83,18 +97,22 @@ def main():
                         step(hts, hgo, causal, grad)
                         sync()
 
-                    tc, th = [], []
-                    for fn in (run_cpu, run_hpu):
+                    def run_unfused():
+                        step(hts, hgo, causal, grad, fn=unfused)
+                        sync()
+
+                    tc, th, tu = [], [], []
+                    for fn in (run_cpu, run_hpu, run_unfused):
                         fn()
                     for _ in range(args.reps):
-                        for fn, ts in ((run_cpu, tc), (run_hpu, th)):
+                        for fn, ts in ((run_cpu, tc), (run_hpu, th), (run_unfused, tu)):
                             t = time.perf_counter()
                             fn()
                             ts.append(time.perf_counter() - t)
                     name = f"{case} {dname} {'fwd+bwd' if grad else 'fwd'}"
                     print(f"{mode:5s} {name:26s} {min(tc) * 1e3:8.2f}ms {min(th) * 1e3:8.2f}ms "
                           f"{statistics.median(tc) * 1e3:8.2f}ms {statistics.median(th) * 1e3:8.2f}ms "
-                          f"{min(tc) / min(th):6.2f}", flush=True)
+                          f"{min(tc) / min(th):6.2f} {min(tu) * 1e3:7.2f}ms {min(tu) / min(th):10.2f}", flush=True)
     print(f"load average after: {uptime()}")
 
 

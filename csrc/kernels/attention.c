@@ -3,13 +3,19 @@
  * blocks of BK, with an online softmax (a running max and sum per row), so
  * the [L, S] score matrix never exists beyond one BQ x BK tile.
  *
- * Every tile is widened to float32 scratch and every product runs in
- * float32 through our GEMM microkernels (gemm.c: AVX-512, else AVX2, else a
- * plain loop), so bf16 and fp16 inputs get float32 accumulation and one
- * rounding at the end. The forward splits batch * heads * query blocks over
- * the kernel pool. The backward recomputes each tile's probabilities from
- * the saved log-sum-exp and splits batch * heads over the pool: one task
- * owns a head's dK and dV, so no two tasks add into the same rows.
+ * The forward splits batch * heads * query blocks over the kernel pool; the
+ * pool's chunks are runs of consecutive blocks, mostly of one head. On
+ * AVX-512 (fwd_tiles) a task packs its head's K^T and V once into the GEMM's
+ * panel layout (gemm.h, tiles) and runs every block's two products against
+ * them, the queries read in place: bf16 with the AVX512_BF16 dot kernel
+ * (float32 accumulation; the probabilities rounded to bf16 for P @ V, as
+ * torch's CPU kernel does), float32 and fp16 in float32. Elsewhere
+ * (fwd_range) every tile is widened to float32 scratch and multiplied by
+ * hpu_gemm_run (AVX2, else a plain loop).
+ *
+ * The backward widens to float32 too, recomputes each tile's probabilities
+ * from the saved log-sum-exp and splits batch * heads over the pool: one
+ * task owns a head's dK and dV, so no two tasks add into the same rows.
  *
  * Causal masking is top-left aligned as torch's SDPA (query i sees keys
  * j <= i, whatever L and S are). A row whose keys are all masked gives a
@@ -28,6 +34,13 @@
 
 #define BQ 64
 #define BK 64
+/* keys per block of the tile path: a multiple of HPU_GEMM_PANEL; fewer
+ * online-softmax corrections than BK, and a 64 x 128 score tile (32 KB)
+ * still fits in L1/L2 beside the B panel */
+#define BKT 128
+/* query rows per block of the tile path: 10 of the GEMM's 12-row blocks
+ * (64-row blocks left a 4-row edge block, its slowest kernel, in each) */
+#define BQT 120
 
 /* C[m, n] = alpha * A @ B + beta * C, float32, strided A and B, C row-major
  * with leading dimension ldc. Called from pool tasks, so the GEMM runs
@@ -83,7 +96,8 @@ typedef struct {
   int64_t B, H, L, S, D, Dv;
   int causal, has_mask;
   float scale;
-  int64_t nqb; /* query blocks per head */
+  int64_t nqb; /* forward query blocks per head: of BQT rows on the tile path, else BQ */
+  int kernel;  /* hpu_gemm_tile_kernel of the inputs, HPU_GEMM_NONE: fwd_range */
   _Atomic int oom; /* a task could not get its scratch */
 } attn_t;
 
@@ -167,6 +181,120 @@ static void fwd_range(void *vctx, int64_t begin, int64_t end) {
   free(buf);
 }
 
+/* Rows [r0, r0 + nr) of t at (b, h), columns [0, nc), copied as they are
+ * (same dtype) into dst, row-major. */
+static void copy_rows(void *dst, const hpu_tensor_t *t, int64_t b, int64_t h, int64_t r0, int64_t nr,
+                      int64_t nc) {
+  const char *base = (const char *)hpu_tensor_data(t);
+  int64_t es = hpu_dtype_size(t->dtype);
+  for (int64_t r = 0; r < nr; r++) {
+    const char *p = base + (b * t->strides[0] + h * t->strides[1] + (r0 + r) * t->strides[2]) * es;
+    char *d = (char *)dst + r * nc * es;
+    for (int64_t j = 0; j < nc; j++) memcpy(d + j * es, p + j * t->strides[3] * es, (size_t)es);
+  }
+}
+
+/* t at (b, h) as a strided [rows, cols] matrix, transposed if asked, for
+ * hpu_gemm_pack_b. */
+static hpu_gemm_t head_matrix(const hpu_tensor_t *t, int64_t b, int64_t h, int transpose) {
+  hpu_gemm_t g;
+  memset(&g, 0, sizeof g);
+  int64_t es = hpu_dtype_size(t->dtype);
+  g.b = (const char *)hpu_tensor_data(t) + (b * t->strides[0] + h * t->strides[1]) * es;
+  g.dt = t->dtype;
+  g.k = transpose ? t->sizes[3] : t->sizes[2];
+  g.n = transpose ? t->sizes[2] : t->sizes[3];
+  g.brs = transpose ? t->strides[3] : t->strides[2];
+  g.bcs = transpose ? t->strides[2] : t->strides[3];
+  return g;
+}
+
+static void fwd_tiles(void *vctx, int64_t begin, int64_t end) {
+  const attn_t *c = vctx;
+  const hpu_node_t *n = c->n;
+  const hpu_tensor_t *tq = &n->inputs[0], *tk = &n->inputs[1], *tv = &n->inputs[2];
+  int64_t D = c->D, Dv = c->Dv, S = c->S;
+  int kern = c->kernel, bf = kern == HPU_GEMM_BF16DOT;
+  hpu_dtype_t adt = bf ? HPU_BFLOAT16 : HPU_FLOAT32; /* the kernel's A */
+  int64_t ksteps = hpu_gemm_panel_steps(kern, D), vsteps = hpu_gemm_panel_steps(kern, S);
+  int64_t kwords = hpu_gemm_packed_words(kern, D, S), vwords = hpu_gemm_packed_words(kern, S, Dv);
+  size_t words = (size_t)(kwords + vwords + BQT * D + BQT * BKT + BQT * BKT / 2 + BQT * Dv + 2 * BQT);
+  uint32_t *buf = malloc(sizeof(uint32_t) * words);
+  if (!buf) {
+    atomic_store(&((attn_t *)vctx)->oom, 1);
+    return;
+  }
+  uint32_t *kpack = buf, *vpack = kpack + kwords;
+  void *qbuf = vpack + vwords;
+  float *s = (float *)qbuf + BQT * D;
+  uint16_t *pb = (uint16_t *)(s + BQT * BKT); /* bf16 probabilities, rows padded to even */
+  float *acc = s + BQT * BKT + BQT * BKT / 2, *mx = acc + BQT * Dv, *sum = mx + BQT;
+  int q_in_place = tq->strides[3] == 1 && tq->dtype == adt;
+  int64_t es = hpu_dtype_size(tq->dtype), cur = -1;
+  for (int64_t t = begin; t < end; t++) {
+    int64_t bh = t / c->nqb, b = bh / c->H, h = bh % c->H;
+    int64_t q0 = (t % c->nqb) * BQT, nq = c->L - q0 < BQT ? c->L - q0 : BQT;
+    if (bh != cur) {
+      hpu_gemm_t kt = head_matrix(tk, b, h, 1), v = head_matrix(tv, b, h, 0);
+      hpu_gemm_pack_b(kern, &kt, kpack);
+      hpu_gemm_pack_b(kern, &v, vpack);
+      cur = bh;
+    }
+    const void *qa = qbuf;
+    int64_t lda = D;
+    if (q_in_place) {
+      qa = (const char *)hpu_tensor_data(tq) + (b * tq->strides[0] + h * tq->strides[1] + q0 * tq->strides[2]) * es;
+      lda = tq->strides[2];
+    } else if (bf) {
+      copy_rows(qbuf, tq, b, h, q0, nq, D);
+    } else {
+      load_rows(qbuf, tq, b, h, q0, nq, 0, D);
+    }
+    for (int64_t i = 0; i < nq; i++) mx[i] = -INFINITY, sum[i] = 0.0f;
+    int64_t kend = key_end(c, q0, nq);
+    for (int64_t k0 = 0; k0 < kend; k0 += BKT) {
+      int64_t nk = kend - k0 < BKT ? kend - k0 : BKT;
+      /* s = scale * q @ k^T, keys k0.. (panels from k0 / 32) */
+      hpu_gemm_tile(kern, nq, nk, D, qa, lda, kpack + k0 / HPU_GEMM_PANEL * ksteps * HPU_GEMM_PANEL,
+                    ksteps * HPU_GEMM_PANEL, s, nk, c->scale, 0.0f);
+      mask_tile(c, b, h, q0, nq, k0, nk, s);
+      for (int64_t i = 0; i < nq; i++) {
+        float *si = s + i * nk, m = c->R->max(si, nk);
+        m = m > mx[i] ? m : mx[i];
+        if (m == -INFINITY) { /* every key so far masked: nothing to add */
+          memset(si, 0, sizeof(float) * (size_t)nk);
+          continue;
+        }
+        float corr = expf(mx[i] - m);
+        sum[i] = sum[i] * corr + c->R->exp(si, si, nk, m);
+        mx[i] = m;
+        if (k0 > 0 && corr != 1.0f) c->R->scale(acc + i * Dv, Dv, corr, 0.0f);
+      }
+      /* acc (+)= p @ v, keys k0.. (steps from k0 in each panel) */
+      const void *pa = s;
+      int64_t kp = nk;
+      if (bf) {
+        kp = (nk + 1) & ~(int64_t)1;
+        for (int64_t i = 0; i < nq; i++) {
+          hpu_nn_store_row((char *)(pb + i * kp), s + i * nk, nk, HPU_BFLOAT16);
+          if (kp > nk) pb[i * kp + nk] = 0;
+        }
+        pa = pb;
+      }
+      hpu_gemm_tile(kern, nq, Dv, kp, pa, kp, vpack + (bf ? k0 / 2 : k0) * HPU_GEMM_PANEL,
+                    vsteps * HPU_GEMM_PANEL, acc, Dv, 1.0f, k0 == 0 ? 0.0f : 1.0f);
+    }
+    if (kend == 0) memset(acc, 0, sizeof(float) * (size_t)(nq * Dv));
+    float *lse = (float *)hpu_tensor_data(&n->outputs[1]) + (bh * c->L + q0);
+    for (int64_t i = 0; i < nq; i++) {
+      c->R->scale(acc + i * Dv, Dv, sum[i] > 0.0f ? 1.0f / sum[i] : 0.0f, 0.0f);
+      lse[i] = sum[i] > 0.0f ? mx[i] + logf(sum[i]) : -INFINITY;
+    }
+    store_rows(&n->outputs[0], b, h, q0, nq, acc, Dv);
+  }
+  free(buf);
+}
+
 static void attn_setup(attn_t *c, const hpu_node_t *n, int64_t D, int64_t Dv) {
   const hpu_tensor_t *k = &n->inputs[1];
   c->n = n;
@@ -180,7 +308,9 @@ static void attn_setup(attn_t *c, const hpu_node_t *n, int64_t D, int64_t Dv) {
   c->causal = (int)n->params.nn.i[0];
   c->has_mask = n->num_inputs == 4;
   c->scale = (float)hpu_scalar_as_double(n->params.nn.s[0]);
-  c->nqb = (c->L + BQ - 1) / BQ;
+  c->kernel = hpu_gemm_tile_kernel(n->inputs[0].dtype);
+  int64_t bq = c->kernel == HPU_GEMM_NONE ? BQ : BQT;
+  c->nqb = (c->L + bq - 1) / bq;
   atomic_init(&c->oom, 0);
 }
 
@@ -193,7 +323,7 @@ static hpu_status_t attn_status(attn_t *c) {
 hpu_status_t hpu_nn_attention(const hpu_node_t *n) {
   attn_t c;
   attn_setup(&c, n, n->inputs[0].sizes[3], n->inputs[2].sizes[3]);
-  hpu_parallel_for(c.B * c.H * c.nqb, 1, fwd_range, &c);
+  hpu_parallel_for(c.B * c.H * c.nqb, 1, c.kernel == HPU_GEMM_NONE ? fwd_range : fwd_tiles, &c);
   return attn_status(&c);
 }
 
@@ -255,11 +385,160 @@ static void bwd_range(void *vctx, int64_t begin, int64_t end) {
   free(buf);
 }
 
+/* dst [cols, rows] = src [rows, cols] transposed, in 8 x 8 blocks; bf16
+ * (rounded) or float, as the tile kernel's A. */
+static void transpose(void *dst, const float *src, int64_t rows, int64_t cols, int bf) {
+  for (int64_t i0 = 0; i0 < rows; i0 += 8)
+    for (int64_t j0 = 0; j0 < cols; j0 += 8) {
+      int64_t i1 = i0 + 8 < rows ? i0 + 8 : rows, j1 = j0 + 8 < cols ? j0 + 8 : cols;
+      for (int64_t j = j0; j < j1; j++)
+        for (int64_t i = i0; i < i1; i++) {
+          if (bf) ((uint16_t *)dst)[j * rows + i] = hpu_cvt_f32_bf16(src[i * cols + j]);
+          else ((float *)dst)[j * rows + i] = src[i * cols + j];
+        }
+    }
+}
+
+/* A row-major float [k, n] matrix as g's B. */
+static hpu_gemm_t rows_matrix(const float *b, int64_t k, int64_t n) {
+  hpu_gemm_t g;
+  memset(&g, 0, sizeof g);
+  g.b = b;
+  g.dt = HPU_FLOAT32;
+  g.k = k;
+  g.n = n;
+  g.brs = n;
+  g.bcs = 1;
+  return g;
+}
+
+/* Rows [r0, r0 + nr), columns [c0, c0 + nc) of t at (b, h) as the bf16
+ * kernel's A: in place with a unit column stride, else copied into dst. */
+static const void *bf16_rows(const hpu_tensor_t *t, int64_t b, int64_t h, int64_t r0, int64_t nr, int64_t c0,
+                             int64_t nc, uint16_t *dst, int64_t *lda) {
+  const char *p = (const char *)hpu_tensor_data(t) +
+                  (b * t->strides[0] + h * t->strides[1] + r0 * t->strides[2] + c0 * t->strides[3]) * 2;
+  if (t->strides[3] == 1) {
+    *lda = t->strides[2];
+    return p;
+  }
+  for (int64_t r = 0; r < nr; r++)
+    for (int64_t j = 0; j < nc; j++) memcpy(dst + r * nc + j, p + (r * t->strides[2] + j * t->strides[3]) * 2, 2);
+  *lda = nc;
+  return dst;
+}
+
+/* The backward on AVX-512, as bwd_range with the head's K^T, V^T and K
+ * packed once and each query block's Q and dO packed once for the key
+ * blocks' dK and dV products (whose A, P^T and dS^T, are transposed
+ * copies). bf16 with the AVX512_BF16 dot kernel: the products' operands in
+ * bf16 (P and dS rounded to bf16, as torch's CPU kernel does), float32
+ * accumulation; float32 and fp16 in float32. */
+static void bwd_tiles(void *vctx, int64_t begin, int64_t end) {
+  const attn_t *c = vctx;
+  const hpu_node_t *n = c->n;
+  const hpu_tensor_t *in0 = &n->inputs[0], *in1 = &n->inputs[1];
+  int64_t D = c->D, Dv = c->Dv, S = c->S, es = hpu_dtype_size(in0->dtype);
+  int kern = c->kernel, bf = kern == HPU_GEMM_BF16DOT;
+  const int64_t W = HPU_GEMM_PANEL;
+  int64_t kst = hpu_gemm_panel_steps(kern, D), vst = hpu_gemm_panel_steps(kern, Dv);
+  int64_t sst = hpu_gemm_panel_steps(kern, S);
+  int64_t ktw = hpu_gemm_packed_words(kern, D, S), vtw = hpu_gemm_packed_words(kern, Dv, S);
+  int64_t knw = hpu_gemm_packed_words(kern, S, D);
+  int64_t qw = hpu_gemm_packed_words(kern, BQT, D), ow = hpu_gemm_packed_words(kern, BQT, Dv);
+  /* packs; dK, dV; q, dO, O, dQ; p, dp, their transposes; bf16 dS, q, dO (halfwords); delta */
+  size_t words = (size_t)(ktw + vtw + knw + qw + ow + S * D + S * Dv + 2 * BQT * D + 2 * BQT * Dv +
+                          4 * BQT * BKT + BQT * BKT / 2 + (BQT * D + BQT * Dv + 1) / 2 + BQT);
+  uint32_t *buf = malloc(sizeof(uint32_t) * words);
+  if (!buf) {
+    atomic_store(&((attn_t *)vctx)->oom, 1);
+    return;
+  }
+  uint32_t *ktp = buf, *vtp = ktp + ktw, *knp = vtp + vtw, *qp = knp + knw, *op = qp + qw;
+  float *dk = (float *)(op + ow), *dv = dk + S * D;
+  float *qf = dv + S * Dv, *df = qf + BQT * D, *of = df + BQT * Dv, *dq = of + BQT * Dv;
+  float *p = dq + BQT * D, *dp = p + BQT * BKT, *pt = dp + BQT * BKT, *dst = pt + BQT * BKT;
+  uint16_t *ds16 = (uint16_t *)(dst + BQT * BKT);
+  uint16_t *q16 = (uint16_t *)(ds16 + BQT * BKT), *o16 = q16 + BQT * D; /* copies when strided */
+  float *delta = (float *)(o16 + BQT * Dv);
+  for (int64_t bh = begin; bh < end; bh++) {
+    int64_t b = bh / c->H, h = bh % c->H;
+    /* in1 = k | v: K^T and V^T for the scores and dP, K for dQ */
+    hpu_gemm_t kt = head_matrix(in1, b, h, 1), vt = kt, kn = head_matrix(in1, b, h, 0);
+    kt.k = D;
+    vt.k = Dv;
+    vt.b = (const char *)vt.b + D * in1->strides[3] * es;
+    kn.n = D;
+    hpu_gemm_pack_b(kern, &kt, ktp);
+    hpu_gemm_pack_b(kern, &vt, vtp);
+    hpu_gemm_pack_b(kern, &kn, knp);
+    memset(dk, 0, sizeof(float) * (size_t)(S * D));
+    memset(dv, 0, sizeof(float) * (size_t)(S * Dv));
+    const float *lse = (const float *)hpu_tensor_data(&n->inputs[2]) + bh * c->L;
+    for (int64_t q0 = 0; q0 < c->L; q0 += BQT) {
+      int64_t nq = c->L - q0 < BQT ? c->L - q0 : BQT, qst = hpu_gemm_panel_steps(kern, nq);
+      load_rows(qf, in0, b, h, q0, nq, 0, D);
+      load_rows(df, in0, b, h, q0, nq, D, Dv);
+      load_rows(of, in0, b, h, q0, nq, D + Dv, Dv);
+      for (int64_t i = 0; i < nq; i++) delta[i] = c->R->dot(df + i * Dv, of + i * Dv, Dv);
+      /* A of the scores and dP; Q and dO packed as B of dK and dV */
+      const void *qa = qf, *oa = df;
+      int64_t qlda = D, olda = Dv;
+      hpu_gemm_t qm = rows_matrix(qf, nq, D), om = rows_matrix(df, nq, Dv);
+      if (bf) {
+        qa = bf16_rows(in0, b, h, q0, nq, 0, D, q16, &qlda);
+        oa = bf16_rows(in0, b, h, q0, nq, D, Dv, o16, &olda);
+        qm = head_matrix(in0, b, h, 0);
+        qm.b = (const char *)qm.b + q0 * in0->strides[2] * es;
+        qm.k = nq;
+        om = qm;
+        qm.n = D;
+        om.b = (const char *)om.b + D * in0->strides[3] * es;
+        om.n = Dv;
+      }
+      hpu_gemm_pack_b(kern, &qm, qp);
+      hpu_gemm_pack_b(kern, &om, op);
+      int64_t kend = key_end(c, q0, nq);
+      for (int64_t k0 = 0; k0 < kend; k0 += BKT) {
+        int64_t nk = kend - k0 < BKT ? kend - k0 : BKT;
+        hpu_gemm_tile(kern, nq, nk, D, qa, qlda, ktp + k0 / W * kst * W, kst * W, p, nk, c->scale, 0.0f);
+        mask_tile(c, b, h, q0, nq, k0, nk, p);
+        for (int64_t i = 0; i < nq; i++) {
+          float l = lse[q0 + i];
+          if (l == -INFINITY)
+            memset(p + i * nk, 0, sizeof(float) * (size_t)nk);
+          else
+            c->R->exp(p + i * nk, p + i * nk, nk, l);
+        }
+        hpu_gemm_tile(kern, nq, nk, Dv, oa, olda, vtp + k0 / W * vst * W, vst * W, dp, nk, 1.0f, 0.0f);
+        for (int64_t i = 0; i < nq; i++) c->R->smb(dp + i * nk, p + i * nk, dp + i * nk, nk, delta[i]);
+        transpose(pt, p, nq, nk, bf); /* dv += p^T dO */
+        hpu_gemm_tile(kern, nk, Dv, nq, pt, nq, op, qst * W, dv + k0 * Dv, Dv, 1.0f, 1.0f);
+        transpose(dst, dp, nq, nk, bf); /* dk += scale ds^T q */
+        hpu_gemm_tile(kern, nk, D, nq, dst, nq, qp, qst * W, dk + k0 * D, D, c->scale, 1.0f);
+        /* dq (+)= scale ds k, keys k0.. (k0 even: whole pairs) */
+        const void *dsa = dp;
+        if (bf) {
+          for (int64_t i = 0; i < nq; i++) hpu_nn_store_row((char *)(ds16 + i * nk), dp + i * nk, nk, HPU_BFLOAT16);
+          dsa = ds16;
+        }
+        hpu_gemm_tile(kern, nq, D, nk, dsa, nk, knp + (bf ? k0 / 2 : k0) * W, sst * W, dq, D, c->scale,
+                      k0 == 0 ? 0.0f : 1.0f);
+      }
+      if (kend == 0) memset(dq, 0, sizeof(float) * (size_t)(nq * D));
+      store_rows(&n->outputs[0], b, h, q0, nq, dq, D);
+    }
+    store_rows(&n->outputs[1], b, h, 0, S, dk, D);
+    store_rows(&n->outputs[2], b, h, 0, S, dv, Dv);
+  }
+  free(buf);
+}
+
 hpu_status_t hpu_nn_attention_backward(const hpu_node_t *n) {
   attn_t c;
   int64_t D = n->outputs[0].sizes[3], Dv = n->outputs[2].sizes[3];
   attn_setup(&c, n, D, Dv);
-  hpu_parallel_for(c.B * c.H, 1, bwd_range, &c);
+  hpu_parallel_for(c.B * c.H, 1, c.kernel == HPU_GEMM_NONE ? bwd_range : bwd_tiles, &c);
   return attn_status(&c);
 }
 

@@ -1439,6 +1439,60 @@ int hpu_gemm_run_batched(const hpu_gemm_t *g, int kernel, int64_t nbatch, const 
 
 int hpu_gemm_run(const hpu_gemm_t *g, int kernel) { return hpu_gemm_run_batched(g, kernel, 1, NULL); }
 
+/* Tiles (gemm.h) ------------------------------------------------------------ */
+
+int hpu_gemm_tile_kernel(hpu_dtype_t dt) {
+  if (dt == HPU_BFLOAT16 && hpu_gemm_have_bf16dot()) return HPU_GEMM_BF16DOT;
+  if (hpu_kernels_isa() >= HPU_ISA_AVX512) return HPU_GEMM_F32FMA;
+  return HPU_GEMM_NONE;
+}
+
+int64_t hpu_gemm_panel_steps(int kernel, int64_t k) { return kernel == HPU_GEMM_BF16DOT ? (k + 1) / 2 : k; }
+
+int64_t hpu_gemm_packed_words(int kernel, int64_t k, int64_t n) {
+  return (n + NR - 1) / NR * hpu_gemm_panel_steps(kernel, k) * NR;
+}
+
+void hpu_gemm_pack_b(int kernel, const hpu_gemm_t *g, uint32_t *dst) {
+  int64_t kp = hpu_gemm_panel_steps(kernel, g->k);
+  for (int64_t j0 = 0; j0 < g->n; j0 += NR) {
+    int64_t cols = g->n - j0 < NR ? g->n - j0 : NR;
+    uint32_t *d = dst + j0 / NR * kp * NR;
+    if (kernel == HPU_GEMM_BF16DOT) pack_b_bf16(g, j0, cols, d);
+    else pack_b_f32(g, j0, cols, (float *)d);
+  }
+}
+
+/* Column panels outside, row blocks inside: a B panel (k steps x 32) stays
+ * in L1 while the rows of A pass over it; k is not blocked (the callers'
+ * k is a head dimension or a key block, a few hundred at most). */
+void hpu_gemm_tile(int kernel, int64_t m, int64_t n, int64_t k, const void *a, int64_t lda, const uint32_t *bp,
+                   int64_t pstride, float *c, int64_t ldc, float alpha, float beta) {
+  hpu_gemm_t g = {m, n, k, a, lda, 1, NULL, 0, 0, c, ldc, 1, HPU_FLOAT32, alpha, beta};
+  float tile[MR * NR];
+  fin_t f;
+  f.g = &g;
+  f.es = 4;
+  f.tile = tile;
+  f.acc = NULL;
+  f.first = f.last = 1;
+  int bf = kernel == HPU_GEMM_BF16DOT;
+  int64_t es = bf ? 2 : 4;
+  for (int64_t j0 = 0; j0 < n; j0 += NR) {
+    const uint32_t *b = bp + j0 / NR * pstride;
+    f.j0 = j0;
+    f.nr = (int)(n - j0 < NR ? n - j0 : NR);
+    for (int64_t i0 = 0; i0 < m; i0 += MR) {
+      int64_t mr = m - i0 < MR ? m - i0 : MR;
+      const char *arow = (const char *)a + i0 * lda * es;
+      f.i0 = i0;
+      f.mr = (int)mr;
+      if (bf) ukr_bf16_direct[mr](k, (const uint16_t *)arow, lda, b, &f);
+      else ukr_f32_direct[mr](k, (const float *)arow, lda, (const float *)b, &f);
+    }
+  }
+}
+
 #else /* no x86 clones: matmul.c's path for everything */
 
 int hpu_gemm_have_bf16dot(void) { return 0; }
@@ -1458,6 +1512,29 @@ int hpu_gemm_run_batched(const hpu_gemm_t *g, int kernel, int64_t nbatch, const 
   (void)nbatch;
   (void)offs;
   return -1;
+}
+
+int hpu_gemm_tile_kernel(hpu_dtype_t dt) {
+  (void)dt;
+  return HPU_GEMM_NONE;
+}
+int64_t hpu_gemm_panel_steps(int kernel, int64_t k) {
+  (void)kernel;
+  return k;
+}
+int64_t hpu_gemm_packed_words(int kernel, int64_t k, int64_t n) {
+  (void)kernel;
+  return k * n;
+}
+void hpu_gemm_pack_b(int kernel, const hpu_gemm_t *g, uint32_t *dst) {
+  (void)kernel;
+  (void)g;
+  (void)dst;
+}
+void hpu_gemm_tile(int kernel, int64_t m, int64_t n, int64_t k, const void *a, int64_t lda, const uint32_t *bp,
+                   int64_t pstride, float *c, int64_t ldc, float alpha, float beta) {
+  (void)kernel, (void)m, (void)n, (void)k, (void)a, (void)lda, (void)bp, (void)pstride, (void)c, (void)ldc;
+  (void)alpha, (void)beta;
 }
 
 #endif

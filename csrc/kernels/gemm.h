@@ -55,6 +55,30 @@ int hpu_gemm_avx2_run(const hpu_gemm_t *g, int64_t nbatch, const int64_t *offs);
  * measured rule); a kernel the CPU lacks is ignored. Returns the old value. */
 int hpu_gemm_force(int kernel);
 
+/* Tiles: many small serial products against one B packed once (the fused
+ * attention's key and value blocks). The kernel for operands of dtype dt:
+ * BF16DOT for bfloat16 where the CPU has it, F32FMA (float32 A, B widened
+ * by the packing) on AVX-512, else HPU_GEMM_NONE (no tile path). */
+int hpu_gemm_tile_kernel(hpu_dtype_t dt);
+
+/* Words (4 bytes) of g's B [k, n] packed for `kernel`: panels of
+ * HPU_GEMM_PANEL columns, panel p at p * hpu_gemm_panel_steps(kernel, k) *
+ * HPU_GEMM_PANEL words; a step is one k (F32FMA) or a pair of k (BF16DOT,
+ * odd k padded with 0), so the steps from k0 (even for BF16DOT) start
+ * k0 / (BF16DOT ? 2 : 1) * HPU_GEMM_PANEL words into each panel. */
+#define HPU_GEMM_PANEL 32
+int64_t hpu_gemm_panel_steps(int kernel, int64_t k);
+int64_t hpu_gemm_packed_words(int kernel, int64_t k, int64_t n);
+void hpu_gemm_pack_b(int kernel, const hpu_gemm_t *g, uint32_t *dst);
+
+/* C = alpha * A @ B + beta * C on the calling thread. A: m rows `lda`
+ * elements apart, unit column stride, in the kernel's dtype (float32, or
+ * bfloat16 for BF16DOT); B: n columns of a packed B, the first panel at bp,
+ * panels pstride words apart, k steps from bp on; C: float32, row-major,
+ * ldc. k is in elements of A's rows. */
+void hpu_gemm_tile(int kernel, int64_t m, int64_t n, int64_t k, const void *a, int64_t lda, const uint32_t *bp,
+                   int64_t pstride, float *c, int64_t ldc, float alpha, float beta);
+
 /* Does this CPU (and the ISA cap, hpu_kernels_isa) allow AVX512_BF16? */
 int hpu_gemm_have_bf16dot(void);
 

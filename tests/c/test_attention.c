@@ -1,7 +1,8 @@
 /* Fused attention (HPU_OP_ATTENTION and its backward) on host buffers,
  * against the textbook computation in double (the full score matrix, a
- * plain softmax, the gradient formulas written out) on every ISA, and
- * fully masked rows, whose output is zero by definition. */
+ * plain softmax, the gradient formulas written out) on every ISA, in float32
+ * and bfloat16, and fully masked rows, whose output is zero by definition.
+ * L and S span several query and key blocks of every path. */
 #include <CUnit/Basic.h>
 #include <math.h>
 #include <stdint.h>
@@ -12,7 +13,7 @@
 #include "kernels/cvt.h"
 #include "kernels/kernels.h"
 
-enum { B = 2, H = 2, L = 70, S = 100, D = 24, DV = 16 };
+enum { B = 2, H = 2, L = 250, S = 301, D = 24, DV = 16 };
 
 static const hpu_isa_t isas[] = {HPU_ISA_GENERIC, HPU_ISA_AVX2, HPU_ISA_AVX512};
 
@@ -102,12 +103,36 @@ static void expect_close(const float *got, const double *want, int64_t n, double
   CU_ASSERT_EQUAL(bad, 0);
 }
 
-static void check(int causal) {
+/* n floats as dtype dt (float32, or bfloat16 rounded) into dst, and back */
+static void to_dt(void *dst, const float *src, int64_t n, hpu_dtype_t dt) {
+  for (int64_t i = 0; i < n; i++) {
+    if (dt == HPU_BFLOAT16) ((uint16_t *)dst)[i] = hpu_cvt_f32_bf16(src[i]);
+    else ((float *)dst)[i] = src[i];
+  }
+}
+static void from_dt(float *dst, const void *src, int64_t n, hpu_dtype_t dt) {
+  for (int64_t i = 0; i < n; i++)
+    dst[i] = dt == HPU_BFLOAT16 ? hpu_cvt_bf16_f32(((const uint16_t *)src)[i]) : ((const float *)src)[i];
+}
+
+static void check(int causal, hpu_dtype_t dt) {
   ref_t *r = malloc(sizeof *r);
-  for (int64_t i = 0; i < B * H * L * D; i++) r->q[i] = val(i, 1);
-  for (int64_t i = 0; i < B * H * S * D; i++) r->k[i] = val(i, 2);
-  for (int64_t i = 0; i < B * H * S * DV; i++) r->v[i] = val(i, 3);
-  for (int64_t i = 0; i < B * H * L * DV; i++) r->go[i] = val(i, 4);
+  /* inputs exactly representable in dt, so the reference sees what the kernel sees */
+  float (*rnd)(float) = dt == HPU_BFLOAT16 ? hpu_round_bf16 : NULL;
+  for (int64_t i = 0; i < B * H * L * D; i++) r->q[i] = rnd ? rnd(val(i, 1)) : val(i, 1);
+  for (int64_t i = 0; i < B * H * S * D; i++) r->k[i] = rnd ? rnd(val(i, 2)) : val(i, 2);
+  for (int64_t i = 0; i < B * H * S * DV; i++) r->v[i] = rnd ? rnd(val(i, 3)) : val(i, 3);
+  for (int64_t i = 0; i < B * H * L * DV; i++) r->go[i] = rnd ? rnd(val(i, 4)) : val(i, 4);
+  /* bf16: outputs rounded to bf16, products of bf16-rounded P and dS */
+  double tol = dt == HPU_BFLOAT16 ? 2e-2 : 1e-5;
+  int64_t es = hpu_dtype_size(dt);
+  void *qd = malloc(es * B * H * L * D), *kd = malloc(es * B * H * S * D), *vd = malloc(es * B * H * S * DV);
+  void *outd = malloc(es * B * H * L * DV), *qgod = malloc(es * B * H * L * (D + 2 * DV));
+  void *kvd = malloc(es * B * H * S * (D + DV)), *dqd = malloc(es * B * H * L * D);
+  void *dkd = malloc(es * B * H * S * D), *dvd = malloc(es * B * H * S * DV);
+  to_dt(qd, r->q, B * H * L * D, dt);
+  to_dt(kd, r->k, B * H * S * D, dt);
+  to_dt(vd, r->v, B * H * S * DV, dt);
   double scale = 0.3;
   reference(r, causal, scale);
   static uint8_t mask[L * S];
@@ -126,17 +151,18 @@ static void check(int causal) {
     n.op = HPU_OP_ATTENTION;
     n.num_inputs = 4;
     n.num_outputs = 2;
-    n.inputs[0] = T4(r->q, HPU_FLOAT32, B, H, L, D);
-    n.inputs[1] = T4(r->k, HPU_FLOAT32, B, H, S, D);
-    n.inputs[2] = T4(r->v, HPU_FLOAT32, B, H, S, DV);
+    n.inputs[0] = T4(qd, dt, B, H, L, D);
+    n.inputs[1] = T4(kd, dt, B, H, S, D);
+    n.inputs[2] = T4(vd, dt, B, H, S, DV);
     n.inputs[3] = m;
-    n.outputs[0] = T4(out, HPU_FLOAT32, B, H, L, DV);
+    n.outputs[0] = T4(outd, dt, B, H, L, DV);
     n.outputs[1] = T4(lse, HPU_FLOAT32, B, H, L, 1);
     n.outputs[1].ndim = 3;
     n.params.nn.i[0] = causal;
     n.params.nn.s[0] = hpu_scalar_float(scale);
     CU_ASSERT_EQUAL_FATAL(run(&n), HPU_SUCCESS);
-    expect_close(out, r->out, B * H * L * DV, 1e-5);
+    from_dt(out, outd, B * H * L * DV, dt);
+    expect_close(out, r->out, B * H * L * DV, tol);
     expect_close(lse, r->lse, B * H * L, 1e-5);
     for (int bh = 0; bh < B * H; bh++) { /* row 5 sees no key: zero output, lse -inf */
       CU_ASSERT(isinf(lse[bh * L + 5]) && lse[bh * L + 5] < 0);
@@ -151,26 +177,38 @@ static void check(int causal) {
       memcpy(kv + row * (D + DV), r->k + row * D, sizeof(float) * D);
       memcpy(kv + row * (D + DV) + D, r->v + row * DV, sizeof(float) * DV);
     }
+    to_dt(qgod, qgo, B * H * L * (D + 2 * DV), dt);
+    to_dt(kvd, kv, B * H * S * (D + DV), dt);
     hpu_node_t bw = n;
     bw.op = HPU_OP_ATTENTION_BACKWARD;
     bw.num_outputs = 3;
-    bw.inputs[0] = T4(qgo, HPU_FLOAT32, B, H, L, D + 2 * DV);
-    bw.inputs[1] = T4(kv, HPU_FLOAT32, B, H, S, D + DV);
+    bw.inputs[0] = T4(qgod, dt, B, H, L, D + 2 * DV);
+    bw.inputs[1] = T4(kvd, dt, B, H, S, D + DV);
     bw.inputs[2] = n.outputs[1];
-    bw.outputs[0] = T4(dq, HPU_FLOAT32, B, H, L, D);
-    bw.outputs[1] = T4(dk, HPU_FLOAT32, B, H, S, D);
-    bw.outputs[2] = T4(dv, HPU_FLOAT32, B, H, S, DV);
+    bw.outputs[0] = T4(dqd, dt, B, H, L, D);
+    bw.outputs[1] = T4(dkd, dt, B, H, S, D);
+    bw.outputs[2] = T4(dvd, dt, B, H, S, DV);
     CU_ASSERT_EQUAL_FATAL(run(&bw), HPU_SUCCESS);
-    expect_close(dq, r->dq, B * H * L * D, 1e-5);
-    expect_close(dk, r->dk, B * H * S * D, 1e-5);
-    expect_close(dv, r->dv, B * H * S * DV, 1e-5);
+    from_dt(dq, dqd, B * H * L * D, dt);
+    from_dt(dk, dkd, B * H * S * D, dt);
+    from_dt(dv, dvd, B * H * S * DV, dt);
+    /* (the bf16 backward starts from the rounded output O: the reference's
+     * delta uses the exact one, within the same tolerance) */
+    expect_close(dq, r->dq, B * H * L * D, tol);
+    expect_close(dk, r->dk, B * H * S * D, tol);
+    expect_close(dv, r->dv, B * H * S * DV, tol);
   }
   hpu_kernels_set_isa(HPU_ISA_AVX512);
   free(out), free(lse), free(qgo), free(kv), free(dq), free(dk), free(dv), free(r);
+  free(qd), free(kd), free(vd), free(outd), free(qgod), free(kvd), free(dqd), free(dkd), free(dvd);
 }
 
-static void test_attention(void) { check(0); }
-static void test_attention_causal(void) { check(1); }
+static void test_attention(void) { check(0, HPU_FLOAT32); }
+static void test_attention_causal(void) { check(1, HPU_FLOAT32); }
+static void test_attention_bf16(void) {
+  check(0, HPU_BFLOAT16);
+  check(1, HPU_BFLOAT16);
+}
 
 static void test_attention_rejects_bad_nodes(void) {
   float q[2 * 8], k[3 * 4], o[2 * 8], lse[2];
@@ -196,6 +234,7 @@ int main(void) {
   CU_pSuite s = CU_add_suite("attention", NULL, NULL);
   CU_add_test(s, "forward and backward vs the textbook, mask broadcast, every ISA", test_attention);
   CU_add_test(s, "causal (top-left), L != S", test_attention_causal);
+  CU_add_test(s, "bfloat16, plain and causal, every ISA", test_attention_bf16);
   CU_add_test(s, "bad nodes are rejected", test_attention_rejects_bad_nodes);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
