@@ -10,10 +10,14 @@ printed with the median, and speed = t_cpu / t_hpu (> 1: the hpu is
 faster). A third side, the same attention written out on the hpu as
 matmul, softmax, matmul (what the fused kernel replaces; causal by
 masked_fill), gives "vs unfused" = its best time over the fused kernel's.
-The hpu result is checked against the CPU once. hpu times end with
-torch.hpu.synchronize() (and mark_step in lazy mode).
+Each timed call follows --settle seconds (at least one call) of untimed
+calls of the same side, so that torch's OpenMP workers, which spin for
+milliseconds after a parallel region, do not share the cores with the next
+side's timed call (see bench/timing.py). The hpu result is checked against
+the CPU once. hpu times end with torch.hpu.synchronize() (and mark_step in
+lazy mode).
 
-    python bench/sdpa.py [--reps 7] [--threads 2] [--modes lazy,eager] [--dtypes fp32,bf16]
+    python bench/sdpa.py [--reps 7] [--threads 2] [--modes lazy,eager] [--dtypes fp32,bf16] [--settle 0.03]
 """
 import argparse
 import os
@@ -61,6 +65,7 @@ def step(ts, go, causal, grad, fn=F.scaled_dot_product_attention):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--settle", type=float, default=0.03)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--modes", default="lazy,eager")
     ap.add_argument("--dtypes", default="fp32,bf16")
@@ -106,6 +111,10 @@ def main():
                         fn()
                     for _ in range(args.reps):
                         for fn, ts in ((run_cpu, tc), (run_hpu, th), (run_unfused, tu)):
+                            t = time.perf_counter()
+                            fn()
+                            while time.perf_counter() - t < args.settle:
+                                fn()
                             t = time.perf_counter()
                             fn()
                             ts.append(time.perf_counter() - t)

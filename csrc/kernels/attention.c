@@ -461,6 +461,7 @@ static void bwd_tiles(void *vctx, int64_t begin, int64_t end) {
   uint16_t *ds16 = (uint16_t *)(dst + BQT * BKT);
   uint16_t *q16 = (uint16_t *)(ds16 + BQT * BKT), *o16 = q16 + BQT * D; /* copies when strided */
   float *delta = (float *)(o16 + BQT * Dv);
+  int in_place = in0->strides[3] == 1 && in0->dtype == (bf ? HPU_BFLOAT16 : HPU_FLOAT32);
   for (int64_t bh = begin; bh < end; bh++) {
     int64_t b = bh / c->H, h = bh % c->H;
     /* in1 = k | v: K^T and V^T for the scores and dP, K for dQ */
@@ -477,17 +478,35 @@ static void bwd_tiles(void *vctx, int64_t begin, int64_t end) {
     const float *lse = (const float *)hpu_tensor_data(&n->inputs[2]) + bh * c->L;
     for (int64_t q0 = 0; q0 < c->L; q0 += BQT) {
       int64_t nq = c->L - q0 < BQT ? c->L - q0 : BQT, qst = hpu_gemm_panel_steps(kern, nq);
-      load_rows(qf, in0, b, h, q0, nq, 0, D);
-      load_rows(df, in0, b, h, q0, nq, D, Dv);
-      load_rows(of, in0, b, h, q0, nq, D + Dv, Dv);
-      for (int64_t i = 0; i < nq; i++) delta[i] = c->R->dot(df + i * Dv, of + i * Dv, Dv);
-      /* A of the scores and dP; Q and dO packed as B of dK and dV */
+      /* A of the scores and dP, read in place when they are rows of the
+       * kernel's dtype; Q and dO packed as B of dK and dV */
       const void *qa = qf, *oa = df;
       int64_t qlda = D, olda = Dv;
       hpu_gemm_t qm = rows_matrix(qf, nq, D), om = rows_matrix(df, nq, Dv);
-      if (bf) {
-        qa = bf16_rows(in0, b, h, q0, nq, 0, D, q16, &qlda);
-        oa = bf16_rows(in0, b, h, q0, nq, D, Dv, o16, &olda);
+      if (in_place) {
+        const char *row = (const char *)hpu_tensor_data(in0) +
+                          (b * in0->strides[0] + h * in0->strides[1] + q0 * in0->strides[2]) * es;
+        int64_t rs = in0->strides[2] * es;
+        qa = row;
+        oa = row + D * es;
+        qlda = olda = in0->strides[2];
+        for (int64_t i = 0; i < nq; i++) {
+          const char *r = row + i * rs;
+          float sy;
+          delta[i] = bf ? c->R->dotsum_bf16((const uint16_t *)(r + D * es), (const uint16_t *)(r + (D + Dv) * es), Dv, &sy)
+                        : c->R->dot((const float *)(r + D * es), (const float *)(r + (D + Dv) * es), Dv);
+        }
+      } else {
+        load_rows(qf, in0, b, h, q0, nq, 0, D);
+        load_rows(df, in0, b, h, q0, nq, D, Dv);
+        load_rows(of, in0, b, h, q0, nq, D + Dv, Dv);
+        for (int64_t i = 0; i < nq; i++) delta[i] = c->R->dot(df + i * Dv, of + i * Dv, Dv);
+        if (bf) {
+          qa = bf16_rows(in0, b, h, q0, nq, 0, D, q16, &qlda);
+          oa = bf16_rows(in0, b, h, q0, nq, D, Dv, o16, &olda);
+        }
+      }
+      if (in_place || bf) { /* packed from the tensor */
         qm = head_matrix(in0, b, h, 0);
         qm.b = (const char *)qm.b + q0 * in0->strides[2] * es;
         qm.k = nq;
