@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "hpu/parallel.h"
+#include "kernels/conv_igemm.h"
 #include "kernels/kernels.h"
 #include "kernels/nn_util.h"
 
@@ -216,7 +217,9 @@ static hpu_status_t oom(void) {
 #define T float
 #define DT HPU_FLOAT32
 #define FN(x) x##_f32
+#define CONV_IGEMM
 #include "kernels/conv_tmpl.h"
+#undef CONV_IGEMM
 #undef T
 #undef DT
 #undef FN

@@ -136,6 +136,12 @@ static hpu_status_t FN(conv_forward)(const hpu_node_t *n) {
     FN(mm)(W, FN(view)(x, 4, xs, xst), FN(view)(y, 4, ys, yst), has_b ? &bt : NULL);
     return HPU_SUCCESS;
   }
+#ifdef CONV_IGEMM /* float32 on AVX-512: patches gathered into the GEMM's panels (conv_igemm.c) */
+  if (g.G == 1) {
+    hpu_conv_igemm_t ig = {g.N, g.C, g.H, g.W, g.Co, g.KH, g.KW, g.OH, g.OW, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw};
+    if (hpu_conv_igemm_suits(&ig)) return hpu_conv_igemm(&ig, x, w, bias, y);
+  }
+#endif
   int64_t band;
   FN(panel_t) p = {&g, first_block(&g, &band, sizeof(T)), x, NULL, NULL};
   p.col = malloc((size_t)(g.G * g.K * p.b.L) * sizeof(T));
