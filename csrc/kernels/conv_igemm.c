@@ -46,73 +46,91 @@ typedef struct {
   _Atomic int oom;
 } igemm_t;
 
-/* Panel of columns [c0, c0 + 32) (< cols) into dst [K][32], 16 columns at
- * a time. With stride 1, columns of one output row read consecutive input
- * elements: a half whose 16 columns fall in at most MAX_RUNS rows is read
- * with one masked load per row (AVX-512 gathers cost several times more on
- * the Zen 4 class); other halves (strided, or rows narrower than a few
- * lanes) are gathered. Masked-off lanes (taps outside the image, columns
- * past the end) are not read and stay 0. */
+/* 16 output columns (global pixel numbers c0.. below `cols`) and where
+ * their taps read. With stride 1, columns of one output row read
+ * consecutive input elements: when the 16 fall in at most MAX_RUNS rows
+ * they are read with one masked load per row (AVX-512 gathers cost several
+ * times more on the Zen 4 class), else gathered. Masked-off lanes (taps
+ * outside the image, columns past the end) are not read and stay 0. */
 #define MAX_RUNS 3
+typedef struct {
+  __m512i base, ih0, iw0;
+  int nruns, loads;
+  __mmask16 rmask[16];
+  int64_t roff[16]; /* lane j of run r reads x[roff[r] + j] (+ the tap's and channel's offsets) */
+} cols16_t;
+
+HPU_ATTR_avx512 static void cols16(const hpu_conv_igemm_t *g, int64_t P, int64_t cols, int64_t c0, cols16_t *h) {
+  int32_t base[16], ih0[16], iw0[16];
+  h->nruns = 0;
+  for (int j = 0; j < 16; j++) {
+    int64_t c = c0 + j;
+    if (c >= cols) { /* past the end: never valid */
+      base[j] = 0, ih0[j] = (int32_t)-(1 << 30), iw0[j] = 0;
+    } else {
+      int64_t n = c / P, p = c % P, oh = p / g->OW, ow = p % g->OW;
+      ih0[j] = (int32_t)(oh * g->sh - g->ph);
+      iw0[j] = (int32_t)(ow * g->sw - g->pw);
+      base[j] = (int32_t)(n * g->C * g->H * g->W);
+    }
+    if (g->sw != 1) continue;
+    if (j == 0 || base[j] != base[j - 1] || ih0[j] != ih0[j - 1]) {
+      h->roff[h->nruns] = (int64_t)base[j] + (int64_t)ih0[j] * g->W + iw0[j] - j;
+      h->rmask[h->nruns++] = 0;
+    }
+    h->rmask[h->nruns - 1] |= (__mmask16)(1u << j);
+  }
+  h->base = _mm512_loadu_si512(base);
+  h->ih0 = _mm512_loadu_si512(ih0);
+  h->iw0 = _mm512_loadu_si512(iw0);
+  h->loads = g->sw == 1 && h->nruns <= MAX_RUNS;
+}
+
+/* Which of the 16 columns tap (kh, kw) finds inside the image, and their
+ * offsets (gather route). */
+HPU_ATTR_avx512 static __mmask16 tap16(const hpu_conv_igemm_t *g, const cols16_t *h, int64_t kh, int64_t kw,
+                                      __m512i *off) {
+  const __m512i H = _mm512_set1_epi32((int32_t)g->H), W = _mm512_set1_epi32((int32_t)g->W);
+  __m512i ih = _mm512_add_epi32(h->ih0, _mm512_set1_epi32((int32_t)(kh * g->dh)));
+  __m512i iw = _mm512_add_epi32(h->iw0, _mm512_set1_epi32((int32_t)(kw * g->dw)));
+  /* 0 <= i < n as one unsigned compare */
+  __mmask16 m = _mm512_cmplt_epu32_mask(ih, H) & _mm512_cmplt_epu32_mask(iw, W);
+  *off = _mm512_add_epi32(h->base, _mm512_add_epi32(_mm512_mullo_epi32(ih, W), iw));
+  return m;
+}
+
+/* The 16 columns' values of tap (kh, kw) for channels [0, C), channel c
+ * stored at dst + c * stride. */
+HPU_ATTR_avx512 static void load16(const hpu_conv_igemm_t *g, const float *x, const cols16_t *h, int64_t kh,
+                                   int64_t kw, int64_t c0, int64_t nc, float *dst, int64_t stride) {
+  __m512i off;
+  __mmask16 m = tap16(g, h, kh, kw, &off);
+  int64_t HW = g->H * g->W;
+  if (h->loads) {
+    int64_t tap = kh * g->dh * g->W + kw * g->dw;
+    for (int64_t c = c0; c < c0 + nc; c++, dst += stride) {
+      __m512 v = _mm512_setzero_ps();
+      for (int r = 0; r < h->nruns; r++) /* masked-off lanes are not read, wherever they point */
+        v = _mm512_mask_loadu_ps(v, m & h->rmask[r], (const char *)x + (h->roff[r] + tap + c * HW) * 4);
+      _mm512_storeu_ps(dst, v);
+    }
+    return;
+  }
+  const float *src = x + c0 * HW;
+  for (int64_t c = c0; c < c0 + nc; c++, src += HW, dst += stride)
+    _mm512_storeu_ps(dst, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, off, src, 4));
+}
+
+/* Panel of columns [c0, c0 + 32) into dst [K][32]. */
 HPU_ATTR_avx512 static void gather_panel(const igemm_t *t, int64_t c0, float *dst) {
   const hpu_conv_igemm_t *g = t->g;
-  int32_t base[PANEL], ih0[PANEL], iw0[PANEL];
-  for (int j = 0; j < PANEL; j++) {
-    int64_t c = c0 + j;
-    if (c >= t->cols) { /* past the end: never valid */
-      base[j] = 0, ih0[j] = (int32_t)-(1 << 30), iw0[j] = 0;
-      continue;
-    }
-    int64_t n = c / t->P, p = c % t->P, oh = p / g->OW, ow = p % g->OW;
-    ih0[j] = (int32_t)(oh * g->sh - g->ph);
-    iw0[j] = (int32_t)(ow * g->sw - g->pw);
-    base[j] = (int32_t)(n * g->C * g->H * g->W);
-  }
-  const __m512i H = _mm512_set1_epi32((int32_t)g->H), W = _mm512_set1_epi32((int32_t)g->W);
-  int64_t HW = g->H * g->W, KK = g->KH * g->KW;
+  int64_t KK = g->KH * g->KW;
   for (int half = 0; half < 2; half++) {
-    const int j0 = 16 * half;
-    __m512i vb = _mm512_loadu_si512(base + j0), vh = _mm512_loadu_si512(ih0 + j0);
-    __m512i vw = _mm512_loadu_si512(iw0 + j0);
-    /* runs of lanes in one output row: lane j of run r reads x[roff[r] + j] (+ the tap's offset) */
-    int nruns = 0;
-    __mmask16 rmask[16];
-    int64_t roff[16];
-    for (int j = 0; j < 16 && g->sw == 1; j++) {
-      int a = j0 + j;
-      if (j == 0 || base[a] != base[a - 1] || ih0[a] != ih0[a - 1]) {
-        roff[nruns] = (int64_t)base[a] + (int64_t)ih0[a] * g->W + iw0[a] - j;
-        rmask[nruns++] = 0;
-      }
-      rmask[nruns - 1] |= (__mmask16)(1u << j);
-    }
-    int loads = g->sw == 1 && nruns <= MAX_RUNS;
-    for (int64_t kh = 0; kh < g->KH; kh++) {
-      __m512i ih = _mm512_add_epi32(vh, _mm512_set1_epi32((int32_t)(kh * g->dh)));
-      /* 0 <= ih < H as one unsigned compare */
-      __mmask16 mh = _mm512_cmplt_epu32_mask(ih, H);
-      for (int64_t kw = 0; kw < g->KW; kw++) {
-        __m512i iw = _mm512_add_epi32(vw, _mm512_set1_epi32((int32_t)(kw * g->dw)));
-        __mmask16 m = mh & _mm512_cmplt_epu32_mask(iw, W);
-        float *d = dst + (kh * g->KW + kw) * PANEL + j0;
-        if (loads) {
-          int64_t tap = kh * g->dh * g->W + kw * g->dw;
-          for (int64_t c = 0; c < g->C; c++, d += KK * PANEL) {
-            __m512 v = _mm512_setzero_ps();
-            for (int r = 0; r < nruns; r++) /* masked-off lanes are not read, wherever they point */
-              v = _mm512_mask_loadu_ps(v, m & rmask[r], (const char *)t->x + (roff[r] + tap + c * HW) * 4);
-            _mm512_storeu_ps(d, v);
-          }
-          continue;
-        }
-        __m512i off = _mm512_add_epi32(vb, _mm512_add_epi32(_mm512_mullo_epi32(ih, W), iw));
-        const float *src = t->x;
-        for (int64_t c = 0; c < g->C; c++, src += HW, d += KK * PANEL) {
-          __m512 v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, off, src, 4);
-          _mm512_storeu_ps(d, v);
-        }
-      }
-    }
+    cols16_t h;
+    cols16(g, t->P, t->cols, c0 + 16 * half, &h);
+    for (int64_t kh = 0; kh < g->KH; kh++)
+      for (int64_t kw = 0; kw < g->KW; kw++)
+        load16(g, t->x, &h, kh, kw, 0, g->C, dst + (kh * g->KW + kw) * PANEL + 16 * half, KK * PANEL);
   }
 }
 
