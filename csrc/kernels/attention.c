@@ -13,9 +13,11 @@
  * (fwd_range) every tile is widened to float32 scratch and multiplied by
  * hpu_gemm_run (AVX2, else a plain loop).
  *
- * The backward widens to float32 too, recomputes each tile's probabilities
- * from the saved log-sum-exp and splits batch * heads over the pool: one
- * task owns a head's dK and dV, so no two tasks add into the same rows.
+ * The backward recomputes each tile's probabilities from the saved
+ * log-sum-exp and splits batch * heads over the pool: one task owns a
+ * head's dK and dV, so no two tasks add into the same rows. On AVX-512
+ * (bwd_tiles) it runs on the same tiles, bf16 on the dot kernel (P and dS
+ * rounded to bf16); elsewhere (bwd_range) it widens to float32 scratch.
  *
  * Causal masking is top-left aligned as torch's SDPA (query i sees keys
  * j <= i, whatever L and S are). A row whose keys are all masked gives a
@@ -35,8 +37,8 @@
 #define BQ 64
 #define BK 64
 /* keys per block of the tile path: a multiple of HPU_GEMM_PANEL; fewer
- * online-softmax corrections than BK, and a 64 x 128 score tile (32 KB)
- * still fits in L1/L2 beside the B panel */
+ * online-softmax corrections than BK, and a BQT x 128 score tile (60 KB)
+ * stays in L2 beside the packed K and V */
 #define BKT 128
 /* query rows per block of the tile path: 10 of the GEMM's 12-row blocks
  * (64-row blocks left a 4-row edge block, its slowest kernel, in each) */
@@ -493,8 +495,9 @@ static void bwd_tiles(void *vctx, int64_t begin, int64_t end) {
         for (int64_t i = 0; i < nq; i++) {
           const char *r = row + i * rs;
           float sy;
-          delta[i] = bf ? c->R->dotsum_bf16((const uint16_t *)(r + D * es), (const uint16_t *)(r + (D + Dv) * es), Dv, &sy)
-                        : c->R->dot((const float *)(r + D * es), (const float *)(r + (D + Dv) * es), Dv);
+          const char *go = r + D * es, *o = r + (D + Dv) * es;
+          delta[i] = bf ? c->R->dotsum_bf16((const uint16_t *)go, (const uint16_t *)o, Dv, &sy)
+                        : c->R->dot((const float *)go, (const float *)o, Dv);
         }
       } else {
         load_rows(qf, in0, b, h, q0, nq, 0, D);
