@@ -1,7 +1,8 @@
 /* Implicit-GEMM forward convolution (float32, NCHW, one group) on AVX-512:
  * y[co, pixel] = W[co, :] @ patch(pixel), with the patches gathered
  * straight into the GEMM's packed B panels (32 output pixels x K =
- * C * KH * KW steps) by AVX-512 gathers, instead of an im2col panel that
+ * C * KH * KW steps) by masked vector loads (AVX-512 gathers where the
+ * pixels are not consecutive in the input), instead of an im2col panel that
  * the GEMM then packs again (conv_tmpl.h's route, whose copies took about
  * 40% of ResNet's 3x3 64->64 at 56x56: perf on the Zen 4 class).
  *
@@ -32,8 +33,8 @@
 
 int hpu_conv_igemm_suits(const hpu_conv_igemm_t *g) {
   if (hpu_gemm_tile_kernel(HPU_FLOAT32) != HPU_GEMM_F32FMA) return 0;
-  /* gather offsets are 32-bit */
-  return g->N * g->C * g->H * g->W < ((int64_t)1 << 31) - 1;
+  /* no input channels: y is the bias alone (conv_tmpl.h); gather offsets are 32-bit */
+  return g->C > 0 && g->N * g->C * g->H * g->W < ((int64_t)1 << 31) - 1;
 }
 
 #if HPU_HAVE_ISA_CLONES
