@@ -135,6 +135,52 @@ static int64_t key_end(const attn_t *c, int64_t q0, int64_t nq) {
 
 /* ---- forward ------------------------------------------------------------ */
 
+/* One key block of the online softmax: the scores s [nq, nk] become
+ * exp(s - running max) in place, each row's running max mx and sum are
+ * updated, and its accumulated output acc [nq, Dv] is rescaled when the
+ * max grew (if `rescale`: acc holds earlier blocks). */
+static void online_softmax(const attn_t *c, float *s, int64_t nq, int64_t nk, float *mx, float *sum, float *acc,
+                           int rescale) {
+  for (int64_t i = 0; i < nq; i++) {
+    float *si = s + i * nk, m = c->R->max(si, nk);
+    m = m > mx[i] ? m : mx[i];
+    if (m == -INFINITY) { /* every key so far masked: nothing to add */
+      memset(si, 0, sizeof(float) * (size_t)nk);
+      continue;
+    }
+    float corr = expf(mx[i] - m);
+    sum[i] = sum[i] * corr + c->R->exp(si, si, nk, m);
+    mx[i] = m;
+    if (rescale && corr != 1.0f) c->R->scale(acc + i * c->Dv, c->Dv, corr, 0.0f);
+  }
+}
+
+/* The query block's output acc / sum into out0 and its log-sum-exp into
+ * out1 (0 and -inf for a row with every key masked). */
+static void finish_rows(const attn_t *c, int64_t bh, int64_t q0, int64_t nq, float *acc, const float *mx,
+                        const float *sum) {
+  const hpu_node_t *n = c->n;
+  int64_t Dv = c->Dv;
+  float *lse = (float *)hpu_tensor_data(&n->outputs[1]) + (bh * c->L + q0);
+  for (int64_t i = 0; i < nq; i++) {
+    c->R->scale(acc + i * Dv, Dv, sum[i] > 0.0f ? 1.0f / sum[i] : 0.0f, 0.0f);
+    lse[i] = sum[i] > 0.0f ? mx[i] + logf(sum[i]) : -INFINITY;
+  }
+  store_rows(&n->outputs[0], bh / c->H, bh % c->H, q0, nq, acc, Dv);
+}
+
+/* The backward's probabilities: the scores p [nq, nk] become exp(p - lse)
+ * per row (0 for a row with every key masked). */
+static void probs_from_lse(const attn_t *c, float *p, int64_t nq, int64_t nk, const float *lse) {
+  for (int64_t i = 0; i < nq; i++) {
+    if (lse[i] == -INFINITY)
+      memset(p + i * nk, 0, sizeof(float) * (size_t)nk);
+    else
+      c->R->exp(p + i * nk, p + i * nk, nk, lse[i]);
+  }
+}
+
+
 static void fwd_range(void *vctx, int64_t begin, int64_t end) {
   const attn_t *c = vctx;
   const hpu_node_t *n = c->n;
@@ -159,26 +205,10 @@ static void fwd_range(void *vctx, int64_t begin, int64_t end) {
       load_rows(v, &n->inputs[2], b, h, k0, nk, 0, Dv);
       mm(nq, nk, D, q, D, 1, k, 1, D, s, nk, c->scale, 0.0f); /* s = scale * q @ k^T */
       mask_tile(c, b, h, q0, nq, k0, nk, s);
-      for (int64_t i = 0; i < nq; i++) {
-        float *si = s + i * nk, m = c->R->max(si, nk);
-        m = m > mx[i] ? m : mx[i];
-        if (m == -INFINITY) { /* every key so far masked: nothing to add */
-          memset(si, 0, sizeof(float) * (size_t)nk);
-          continue;
-        }
-        float corr = expf(mx[i] - m);
-        sum[i] = sum[i] * corr + c->R->exp(si, si, nk, m);
-        mx[i] = m;
-        if (corr != 1.0f) c->R->scale(acc + i * Dv, Dv, corr, 0.0f);
-      }
+      online_softmax(c, s, nq, nk, mx, sum, acc, 1);
       mm(nq, Dv, nk, s, nk, 1, v, Dv, 1, acc, Dv, 1.0f, 1.0f); /* acc += p @ v */
     }
-    float *lse = (float *)hpu_tensor_data(&n->outputs[1]) + (bh * c->L + q0);
-    for (int64_t i = 0; i < nq; i++) {
-      c->R->scale(acc + i * Dv, Dv, sum[i] > 0.0f ? 1.0f / sum[i] : 0.0f, 0.0f);
-      lse[i] = sum[i] > 0.0f ? mx[i] + logf(sum[i]) : -INFINITY;
-    }
-    store_rows(&n->outputs[0], b, h, q0, nq, acc, Dv);
+    finish_rows(c, bh, q0, nq, acc, mx, sum);
   }
   free(buf);
 }
@@ -260,18 +290,7 @@ static void fwd_tiles(void *vctx, int64_t begin, int64_t end) {
       hpu_gemm_tile(kern, nq, nk, D, qa, lda, kpack + k0 / HPU_GEMM_PANEL * ksteps * HPU_GEMM_PANEL,
                     ksteps * HPU_GEMM_PANEL, s, nk, c->scale, 0.0f);
       mask_tile(c, b, h, q0, nq, k0, nk, s);
-      for (int64_t i = 0; i < nq; i++) {
-        float *si = s + i * nk, m = c->R->max(si, nk);
-        m = m > mx[i] ? m : mx[i];
-        if (m == -INFINITY) { /* every key so far masked: nothing to add */
-          memset(si, 0, sizeof(float) * (size_t)nk);
-          continue;
-        }
-        float corr = expf(mx[i] - m);
-        sum[i] = sum[i] * corr + c->R->exp(si, si, nk, m);
-        mx[i] = m;
-        if (k0 > 0 && corr != 1.0f) c->R->scale(acc + i * Dv, Dv, corr, 0.0f);
-      }
+      online_softmax(c, s, nq, nk, mx, sum, acc, k0 > 0);
       /* acc (+)= p @ v, keys k0.. (steps from k0 in each panel) */
       const void *pa = s;
       int64_t kp = nk;
@@ -287,12 +306,7 @@ static void fwd_tiles(void *vctx, int64_t begin, int64_t end) {
                     vsteps * HPU_GEMM_PANEL, acc, Dv, 1.0f, k0 == 0 ? 0.0f : 1.0f);
     }
     if (kend == 0) memset(acc, 0, sizeof(float) * (size_t)(nq * Dv));
-    float *lse = (float *)hpu_tensor_data(&n->outputs[1]) + (bh * c->L + q0);
-    for (int64_t i = 0; i < nq; i++) {
-      c->R->scale(acc + i * Dv, Dv, sum[i] > 0.0f ? 1.0f / sum[i] : 0.0f, 0.0f);
-      lse[i] = sum[i] > 0.0f ? mx[i] + logf(sum[i]) : -INFINITY;
-    }
-    store_rows(&n->outputs[0], b, h, q0, nq, acc, Dv);
+    finish_rows(c, bh, q0, nq, acc, mx, sum);
   }
   free(buf);
 }
@@ -365,13 +379,7 @@ static void bwd_range(void *vctx, int64_t begin, int64_t end) {
         const float *kb = kf + k0 * D, *vb = vf + k0 * Dv;
         mm(nq, nk, D, q, D, 1, kb, 1, D, p, nk, c->scale, 0.0f);
         mask_tile(c, b, h, q0, nq, k0, nk, p);
-        for (int64_t i = 0; i < nq; i++) {
-          float l = lse[q0 + i];
-          if (l == -INFINITY)
-            memset(p + i * nk, 0, sizeof(float) * (size_t)nk);
-          else
-            c->R->exp(p + i * nk, p + i * nk, nk, l);
-        }
+        probs_from_lse(c, p, nq, nk, lse + q0);
         mm(nq, nk, Dv, dout, Dv, 1, vb, 1, Dv, dp, nk, 1.0f, 0.0f); /* dp = dO @ v^T */
         for (int64_t i = 0; i < nq; i++)
           for (int64_t j = 0; j < nk; j++) dp[i * nk + j] = p[i * nk + j] * (dp[i * nk + j] - delta[i]);
@@ -525,13 +533,7 @@ static void bwd_tiles(void *vctx, int64_t begin, int64_t end) {
         int64_t nk = kend - k0 < BKT ? kend - k0 : BKT;
         hpu_gemm_tile(kern, nq, nk, D, qa, qlda, ktp + k0 / W * kst * W, kst * W, p, nk, c->scale, 0.0f);
         mask_tile(c, b, h, q0, nq, k0, nk, p);
-        for (int64_t i = 0; i < nq; i++) {
-          float l = lse[q0 + i];
-          if (l == -INFINITY)
-            memset(p + i * nk, 0, sizeof(float) * (size_t)nk);
-          else
-            c->R->exp(p + i * nk, p + i * nk, nk, l);
-        }
+        probs_from_lse(c, p, nq, nk, lse + q0);
         hpu_gemm_tile(kern, nq, nk, Dv, oa, olda, vtp + k0 / W * vst * W, vst * W, dp, nk, 1.0f, 0.0f);
         for (int64_t i = 0; i < nq; i++) c->R->smb(dp + i * nk, p + i * nk, dp + i * nk, nk, delta[i]);
         transpose(pt, p, nq, nk, bf); /* dv += p^T dO */
