@@ -339,10 +339,10 @@ def test_an_op_without_kernel_falls_back_and_is_counted():
 
 
 def test_dropout_is_decomposed_not_a_fallback():
-    """Training-mode dropout reaches AOTAutograd as native_dropout, which has
-    no hpu kernel: decomposed (rand_like, compare, scale), it stays in the
-    recorded graph. Each output is 0 or the input / (1 - p), and the gradient
-    uses the same mask."""
+    """Training-mode dropout has no hpu kernel of its own (native_dropout):
+    it is traced into the graph as eager mode runs it (a Bernoulli draw,
+    scaled), so it stays in the recorded graph. Each output is 0 or the
+    input / (1 - p), and the gradient uses the same mask."""
     drop = torch.nn.Dropout(0.25).train()
     x = (torch.rand(64, 32) + 0.5).to("hpu").requires_grad_()
     out = torch.compile(drop, backend="hpu_backend")(x)
@@ -353,6 +353,35 @@ def test_dropout_is_decomposed_not_a_fallback():
     assert 0.6 < kept.float().mean().item() < 0.9
     torch.testing.assert_close(o[kept], xi[kept] / 0.75)
     torch.testing.assert_close(grad, kept.float() / 0.75)
+
+
+def test_compiled_dropout_draws_what_eager_draws():
+    """With the same seed, a compiled dropout (F.dropout, and native_dropout
+    as SDPA's math path emits it) draws the very mask eager hpu draws, and
+    output and gradient are bit for bit eager's."""
+    drop = torch.nn.Dropout(0.25).train()
+    x = (torch.rand(64, 32) + 0.5).to("hpu").requires_grad_()
+    fn = torch.compile(lambda t: drop(t) * 2, backend="hpu_backend")
+    native = torch.compile(lambda t: torch.ops.aten.native_dropout(t, 0.25, True), backend="hpu_backend")
+    fn(x), native(x)  # compiled here: tracing draws nothing, but keep the draws below in step
+
+    def run(f):
+        torch.manual_seed(3)
+        out = f(x)
+        out = out[0] * 2 if isinstance(out, tuple) else out
+        out.sum().backward()
+        grad, x.grad = x.grad.cpu(), None
+        return out.detach().cpu(), grad
+
+    want, want_grad = run(lambda t: drop(t) * 2)
+    assert 0.6 < (want != 0).float().mean().item() < 0.9
+    for f in (fn, native):
+        got, got_grad = run(f)
+        assert torch.equal(got, want)
+        assert torch.equal(got_grad, want_grad)
+    torch.manual_seed(3)
+    _, mask = native(x)
+    assert mask.dtype == torch.bool and torch.equal(mask.cpu(), want != 0)
 
 
 def test_card_rng_calls_inside_a_compiled_function_run_as_written():

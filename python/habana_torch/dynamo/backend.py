@@ -10,6 +10,7 @@ computation is done by a cached, fused recipe."""
 import threading
 
 import torch
+import torch.nn.functional as F
 from torch._dynamo.backends.common import aot_autograd
 
 from . import scope
@@ -54,6 +55,41 @@ _aot = aot_autograd(
 )
 
 
+def _dropout_as_eager(input, p=0.5, training=True, inplace=False):
+    """F.dropout as ATen runs it eagerly on the hpu (_dropout_impl: a
+    Bernoulli(1 - p) draw divided by 1 - p, times the input). Traced by
+    AOTAutograd, its backward is grad * noise, one product over the saved
+    draw, where native_dropout's is grad * mask * scale over a bool mask,
+    which does not fuse; and the draw comes from the same place in the
+    card's RNG stream as in eager and lazy mode, so a compiled step with
+    dropout gives their numbers. Anything else keeps F.dropout."""
+    if not training or inplace or not 0 < p < 1 or not isinstance(input, torch.Tensor) \
+            or not input.is_floating_point():
+        return F.dropout(input, p, training, inplace)
+    noise = torch.empty_like(input).bernoulli_(1 - p).div_(1 - p)
+    return input * noise
+
+
+def _torch_dropout_as_eager(input, p, train):
+    return _dropout_as_eager(input, p, train)
+
+
+_DROPOUTS = {F.dropout: _dropout_as_eager, torch.dropout: _torch_dropout_as_eager}
+
+
+def _rewrite_dropouts(gm):
+    """Dynamo's graph calls F.dropout / torch.dropout; they become the
+    eager form above before AOTAutograd traces them."""
+    changed = False
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target in _DROPOUTS:
+            node.target = _DROPOUTS[node.target]
+            changed = True
+    if changed:
+        gm.recompile()
+    return gm
+
+
 def hpu_backend(gm, example_inputs, mode=None, options=None):
     """The dynamo backend: torch.compile(model, backend="hpu_backend")."""
     if mode not in MODES:
@@ -61,4 +97,4 @@ def hpu_backend(gm, example_inputs, mode=None, options=None):
                          f"{', '.join(repr(m) for m in MODES if m)}")
     if options:
         raise ValueError(f"hpu_backend: takes no options, got {sorted(options)}")
-    return _aot(gm, example_inputs)
+    return _aot(_rewrite_dropouts(gm), example_inputs)

@@ -5,7 +5,9 @@ softmax kernel beats its decomposition into several passes over memory. Of
 PyTorch's registered decompositions (the core-ATen ones and the others, such
 as native_dropout's) we take exactly those of ops the hpu has no kernel for:
 they would otherwise run through the CPU fallback, which also cuts the
-recorded graph in two (native_dropout did, 14 times per BERT step)."""
+recorded graph in two (native_dropout did, 14 times per BERT step).
+
+One decomposition is our own: native_dropout's (see _native_dropout)."""
 import functools
 
 import torch
@@ -46,9 +48,34 @@ def or_the_op_itself(fn):
     return decompose
 
 
+def _native_dropout(torch_decomposition):
+    """native_dropout as eager mode runs dropout on the hpu (ATen's
+    _dropout_impl: a Bernoulli(1 - p) draw, divided by 1 - p, times the
+    input), instead of PyTorch's rand_like(input) > p. The compiled graph
+    then draws the same mask from the same place in the card's RNG stream
+    as eager and lazy mode do, so a compiled training step with dropout
+    gives their numbers, and the draw is the Bernoulli kernel's one pass
+    (the uniform draw, compare and two products cost a BERT step 8% more).
+    The cases that draw nothing (eval, p = 0, p = 1, no elements) keep
+    PyTorch's decomposition."""
+    aten = torch.ops.aten
+
+    def native_dropout(input, p, train):
+        if not train or p == 0 or p == 1 or input.numel() == 0 or not input.is_floating_point():
+            return torch_decomposition(input, p, train)
+        noise = aten.div.Scalar(aten.bernoulli.p(input, 1 - p), 1 - p)
+        return aten.mul.Tensor(input, noise), aten.ne.Scalar(noise, 0)
+
+    return native_dropout
+
+
 @functools.cache
 def hpu_decompositions():
     from torch._decomp import decomposition_table
 
-    return {op: or_the_op_itself(fn) for op, fn in decomposition_table.items()
-            if isinstance(op, torch._ops.OpOverload) and op.namespace == "aten" and not has_hpu_kernel(op)}
+    table = {op: or_the_op_itself(fn) for op, fn in decomposition_table.items()
+             if isinstance(op, torch._ops.OpOverload) and op.namespace == "aten" and not has_hpu_kernel(op)}
+    dropout = torch.ops.aten.native_dropout.default
+    if dropout in table:
+        table[dropout] = or_the_op_itself(_native_dropout(decomposition_table[dropout]))
+    return table
