@@ -2,13 +2,18 @@
 with a latency table like Gaudi's BLOOMZ benchmark (first token, per token,
 total). Target: hpu + HPU graphs <= 0.8x the CPU time.
 
+The decode step is also run under torch.compile: with hpu_backend in eager
+mode (the default mode, and mode="reduce-overhead", which replays it as an
+HPU graph), and with inductor on the CPU (--no-inductor skips it: its
+compilation takes tens of seconds). The prefill runs uncompiled.
+
 Every row runs in this process, interleaved round by round, best of
 --rounds. The model is GPT-2 h256 L4 (a small local config, random
 weights) with the static KV cache of examples/text_generation.py; the CPU
 runs the same code, and transformers' own generate() (dynamic cache) is
 shown too. All rows must produce the same tokens.
 
-    python bench/generation.py [--new 100] [--prompt 32] [--batch 1] [--threads 2] [--rounds 5]
+    python bench/generation.py [--new 100] [--prompt 32] [--batch 1] [--threads 2] [--rounds 5] [--no-inductor]
 """
 import argparse
 import importlib.util
@@ -42,6 +47,7 @@ def main():
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--no-inductor", action="store_true", help="skip torch.compile with inductor on the CPU")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 
@@ -52,6 +58,14 @@ def main():
     cpu_model = tg.StaticGPT2(hf, args.batch, max_len)
     hpu_eager = tg.StaticGPT2(hf, args.batch, max_len).to("hpu")
     hpu_graphs = wrap_in_hpu_graph(tg.StaticGPT2(hf, args.batch, max_len).to("hpu"))
+
+    def compiled(model, **kw):
+        model.forward = torch.compile(model.forward, **kw)
+        return model
+
+    hpu_compiled = compiled(tg.StaticGPT2(hf, args.batch, max_len).to("hpu"), backend="hpu_backend")
+    hpu_replayed = compiled(tg.StaticGPT2(hf, args.batch, max_len).to("hpu"), backend="hpu_backend",
+                            mode="reduce-overhead")
     sync = torch.hpu.synchronize
     no_sync = lambda: None  # noqa: E731
 
@@ -72,7 +86,13 @@ def main():
         "hpu eager": lambda: in_mode(False)(hpu_eager, prompt.to("hpu"), args.new, sync),
         "hpu lazy": lambda: in_mode(True)(hpu_eager, prompt.to("hpu"), args.new, sync),
         "hpu + HPU graphs": lambda: tg.generate(hpu_graphs, prompt.to("hpu"), args.new, sync),
+        "hpu compiled (eager mode)": lambda: in_mode(False)(hpu_compiled, prompt.to("hpu"), args.new, sync),
+        "hpu compiled, reduce-overhead (eager mode)":
+            lambda: in_mode(False)(hpu_replayed, prompt.to("hpu"), args.new, sync),
     }
+    if not args.no_inductor:
+        cpu_inductor = compiled(tg.StaticGPT2(hf, args.batch, max_len), backend="inductor")
+        rows["torch cpu compile (inductor)"] = lambda: tg.generate(cpu_inductor, prompt, args.new, no_sync)
     best = {name: (float("inf"), float("inf")) for name in rows}
     tokens = {}
     for name, run in rows.items():  # warm-up: captures the graph, compiles lazy recipes
@@ -99,6 +119,11 @@ def main():
         print(f"| {name} | {first_s} | {per * 1e3:.3f} | {total * 1e3:.1f} | {total / cpu_total:.2f} |")
     ratio = best["hpu + HPU graphs"][1] / cpu_total
     print(f"hpu + HPU graphs / torch cpu eager: {ratio:.2f} (target <= 0.8)")
+    for name in ("hpu compiled (eager mode)", "hpu compiled, reduce-overhead (eager mode)"):
+        line = f"{name}: / hpu lazy {best[name][1] / best['hpu lazy'][1]:.2f}, / torch cpu eager {best[name][1] / cpu_total:.2f}"
+        if "torch cpu compile (inductor)" in best:
+            line += f", / inductor cpu {best[name][1] / best['torch cpu compile (inductor)'][1]:.2f}"
+        print(line)
 
 
 if __name__ == "__main__":

@@ -26,4 +26,13 @@ def compile_counts():
     return counts()
 
 
-__all__ = ["compile_counts"]
+def replay_counts():
+    """Inference graphs of mode="reduce-overhead" (see replay.py): HPU graphs
+    captured, replays, and captures demoted to ordinary execution:
+    {"captures": n, "replays": n, "demoted": n}."""
+    from .replay import replay_counts as counts
+
+    return counts()
+
+
+__all__ = ["compile_counts", "replay_counts"]

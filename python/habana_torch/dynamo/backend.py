@@ -15,13 +15,14 @@ from torch._dynamo.backends.common import aot_autograd
 
 from . import scope
 from .decompositions import hpu_decompositions
+from .inplace import update_inputs_in_place
 
 _counts_lock = threading.Lock()
 _counts = {"forward": 0, "backward": 0, "inference": 0}
 
-# torch.compile(mode=...) values; they all mean "compile with the graph
-# engine" here. reduce-overhead (replaying an HPU graph) and max-autotune
-# have no separate path yet.
+# torch.compile(mode=...) values. "reduce-overhead" replays inference graphs
+# as HPU graphs (replay.py); the others all mean "compile with the graph
+# engine" (max-autotune has nothing to tune here).
 MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
@@ -30,10 +31,25 @@ def compile_counts():
         return dict(_counts)
 
 
-def _compiler(kind):
+def _static_and_mutated_inputs():
+    """The inputs AOTAutograd marks static (parameters, buffers) and those
+    the graph updates in place, by position, for the graph being compiled."""
+    from torch._guards import TracingContext
+
+    ctx = TracingContext.try_get()
+    meta = getattr(ctx, "fw_metadata", None)
+    if meta is None:
+        return (), ()
+    mutated = [i for i, info in enumerate(meta.input_info) if info.mutates_data]
+    return tuple(meta.static_input_indices or ()), tuple(mutated)
+
+
+def _compiler(kind, replay=False):
     def compile_graph(gm, example_inputs):
         with _counts_lock:
             _counts[kind] += 1
+        if kind == "inference":
+            update_inputs_in_place(gm)
         run = gm.forward
 
         def call(args):
@@ -41,17 +57,35 @@ def _compiler(kind):
                 return run(*args)
 
         call._boxed_call = True  # AOTAutograd passes the inputs as one list
+        if replay:
+            from .replay import ReplayedGraph
+
+            # captured without the recording scope: a capture records the
+            # ops itself, and switching lazy mode would end it
+            return ReplayedGraph(call, lambda args: run(*args), *_static_and_mutated_inputs())
         return call
 
     compile_graph.__name__ = f"hpu_{kind}_compiler"
     return compile_graph
 
 
+# Inference graphs keep their in-place updates of inputs (a buffer such as a
+# static KV cache), which inplace.py turns back into in-place ops, and
+# which a replayed graph (mode="reduce-overhead", replay.py) then writes
+# into the buffer itself.
 _aot = aot_autograd(
     fw_compiler=_compiler("forward"),
     bw_compiler=_compiler("backward"),
     inference_compiler=_compiler("inference"),
     decompositions=hpu_decompositions(),
+    keep_inference_input_mutations=True,
+)
+_aot_replay = aot_autograd(
+    fw_compiler=_compiler("forward"),
+    bw_compiler=_compiler("backward"),
+    inference_compiler=_compiler("inference", replay=True),
+    decompositions=hpu_decompositions(),
+    keep_inference_input_mutations=True,
 )
 
 
@@ -97,4 +131,5 @@ def hpu_backend(gm, example_inputs, mode=None, options=None):
                          f"{', '.join(repr(m) for m in MODES if m)}")
     if options:
         raise ValueError(f"hpu_backend: takes no options, got {sorted(options)}")
-    return _aot(_rewrite_dropouts(gm), example_inputs)
+    aot = _aot_replay if mode == "reduce-overhead" else _aot
+    return aot(_rewrite_dropouts(gm), example_inputs)

@@ -1,0 +1,190 @@
+"""torch.compile(backend="hpu_backend", mode="reduce-overhead"): inference
+graphs replayed as HPU graphs (habana_torch/dynamo/replay.py).
+
+Results are compared with the CPU running the same code uncompiled, and the
+replay counters show the HPU-graph path was really taken (a replayed call
+does not go through the dispatcher, so a wrong static input or a missed
+copy would show as a wrong number, not as a slower run).
+"""
+import copy
+import importlib.util
+import pathlib
+
+import pytest
+import torch
+
+import habana_torch
+import habana_torch.core as htcore
+
+TOL = dict(rtol=1e-5, atol=1e-5)
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    habana_torch.metrics.metric_global("cpu_fallback").reset()
+    yield
+    htcore.mark_step()
+    torch._dynamo.reset()
+
+
+def counts_after(fn):
+    before = habana_torch.dynamo.replay_counts()
+    result = fn()
+    after = habana_torch.dynamo.replay_counts()
+    return result, {k: after[k] - before[k] for k in after}
+
+
+def mlp():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(12, 32), torch.nn.GELU(), torch.nn.LayerNorm(32),
+                               torch.nn.Linear(32, 5)).eval()
+
+
+def compiled(fn):
+    return torch.compile(fn, backend="hpu_backend", mode="reduce-overhead")
+
+
+def test_inference_is_captured_once_then_replayed_and_outputs_are_fresh():
+    cpu = mlp()
+    model = compiled(copy.deepcopy(cpu).to("hpu"))
+    xs = [torch.randn(4, 12, generator=torch.Generator().manual_seed(s)) for s in range(4)]
+    with torch.no_grad():
+        outs, n = counts_after(lambda: [model(x.to("hpu")) for x in xs])
+        assert n == {"captures": 1, "replays": 3, "demoted": 0}
+        # every call's output is its own: the graph's output tensor is
+        # rewritten by the next replay, the caller's copies are not
+        for x, out in zip(xs, outs):
+            torch.testing.assert_close(out.cpu(), cpu(x), **TOL)
+        _, n = counts_after(lambda: model(torch.randn(7, 12).to("hpu")))
+        assert n["captures"] == 1  # a new shape, a new graph
+
+
+def test_parameters_are_read_in_place_and_a_replaced_one_is_seen():
+    cpu = mlp()
+    hpu = copy.deepcopy(cpu).to("hpu")
+    model = compiled(hpu)
+    x = torch.randn(4, 12)
+    with torch.no_grad():
+        model(x.to("hpu"))
+        for m in (cpu[0], hpu[0]):
+            m.weight.mul_(-0.5)  # in place: the captured graph reads the new values
+        torch.testing.assert_close(model(x.to("hpu")).cpu(), cpu(x), **TOL)
+        cpu[3].weight = torch.nn.Parameter(torch.randn(5, 32))
+        hpu[3].weight = torch.nn.Parameter(cpu[3].weight.detach().to("hpu"))
+        got, n = counts_after(lambda: model(x.to("hpu")))
+        torch.testing.assert_close(got.cpu(), cpu(x), **TOL)
+        assert n["captures"] == 1  # the new parameter's address is a new signature
+
+
+def test_an_input_updated_in_place_gets_its_new_value():
+    def fn(acc, x):
+        acc.add_(x * 2)
+        return acc.sum(0)
+
+    acc_c, acc_h = torch.zeros(3, 4), torch.zeros(3, 4).to("hpu")
+    f = compiled(fn)
+    with torch.no_grad():
+        for s in range(3):
+            x = torch.randn(3, 4, generator=torch.Generator().manual_seed(s))
+            want = fn(acc_c, x)
+            (got, n) = counts_after(lambda: f(acc_h, x.to("hpu")))
+            torch.testing.assert_close(got.cpu(), want, **TOL)
+            torch.testing.assert_close(acc_h.cpu(), acc_c, **TOL)
+    assert habana_torch.dynamo.replay_counts()["replays"] >= 2
+
+
+@pytest.mark.parametrize("mode", [None, "reduce-overhead"])
+def test_a_buffer_whose_old_value_is_read_is_not_updated_early(mode):
+    """inplace.py must not move the update of an input before a read of its
+    old value: here the old rows are read after the index_copy_."""
+    def fn(buf, idx, x):
+        old = buf * 1
+        buf.index_copy_(0, idx, x)
+        return old + buf
+
+    f = torch.compile(fn, backend="hpu_backend", mode=mode)
+    buf_c = torch.arange(12.0).view(4, 3)
+    buf_h = buf_c.to("hpu")
+    with torch.no_grad():
+        for s in range(3):
+            idx, x = torch.tensor([s, 3]), torch.full((2, 3), float(s + 10))
+            want = fn(buf_c, idx, x)
+            torch.testing.assert_close(f(buf_h, idx.to("hpu"), x.to("hpu")).cpu(), want)
+            torch.testing.assert_close(buf_h.cpu(), buf_c)
+
+
+def test_a_graph_that_cannot_be_captured_runs_as_ordinary_work():
+    """histc falls back to the CPU: the capture is demoted, and every call
+    of that signature runs the graph plainly, with the right results."""
+    def fn(x):
+        return torch.histc(x * 2 + 1, bins=5, min=-3, max=3) - 1
+
+    f = compiled(fn)
+    with torch.no_grad():
+        for s in range(3):
+            x = torch.randn(6, 9, generator=torch.Generator().manual_seed(s))
+            got, n = counts_after(lambda: f(x.to("hpu")))
+            torch.testing.assert_close(got.cpu(), fn(x), **TOL)
+            assert n["replays"] == 0 and n["demoted"] == (1 if s == 0 else 0)
+
+
+def test_training_graphs_run_as_in_the_default_mode():
+    cpu = mlp().train()
+    hpu = copy.deepcopy(cpu).to("hpu")
+    x, y = torch.randn(4, 12), torch.randint(0, 5, (4,))
+    loss_fn = torch.nn.functional.cross_entropy
+    f = compiled(hpu)
+    (loss, n) = counts_after(lambda: loss_fn(f(x.to("hpu")), y.to("hpu")))
+    loss.backward()
+    loss_fn(cpu(x), y).backward()
+    assert n == {"captures": 0, "replays": 0, "demoted": 0}
+    for p_h, p_c in zip(hpu.parameters(), cpu.parameters()):
+        torch.testing.assert_close(p_h.grad.cpu(), p_c.grad, rtol=1e-4, atol=5e-5)
+
+
+def test_inside_a_users_capture_the_ops_join_it():
+    cpu = mlp()
+    model = compiled(copy.deepcopy(cpu).to("hpu"))
+    static_x = torch.randn(4, 12).to("hpu")
+    with torch.no_grad():
+        model(static_x)
+        htcore.mark_step()
+        g = torch.hpu.HPUGraph()
+        with torch.hpu.graph(g):
+            static_out = model(static_x)
+        x = torch.randn(4, 12)
+        static_x.copy_(x.to("hpu"))
+        g.replay()
+        torch.testing.assert_close(static_out.cpu(), cpu(x), **TOL)
+
+
+transformers = pytest.importorskip("transformers")
+_path = pathlib.Path(__file__).resolve().parents[2] / "examples" / "text_generation.py"
+_spec = importlib.util.spec_from_file_location("text_generation", _path)
+tg = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(tg)
+
+
+@pytest.mark.parametrize("mode", [None, "reduce-overhead"])
+def test_gpt2_decoding_with_a_static_kv_cache_matches_the_cpu(mode, monkeypatch):
+    """The decode step updates the KV cache buffers in place: compiled, the
+    update is an in-place index_copy_ again (inplace.py), which a replay
+    writes into the buffers directly (they are static inputs); 24 greedy
+    tokens are the CPU's in both modes."""
+    from habana_torch.dynamo import backend, inplace
+
+    rewrites = []
+    monkeypatch.setattr(backend, "update_inputs_in_place",
+                        lambda gm: rewrites.append(inplace.update_inputs_in_place(gm)))
+    hf = tg.small_gpt2(n_positions=64)
+    prompt = torch.randint(1, hf.config.vocab_size, (2, 8), generator=torch.Generator().manual_seed(1))
+    want = tg.generate(tg.StaticGPT2(hf, 2, 32), prompt, 24, lambda: None)[0]
+    model = tg.StaticGPT2(hf, 2, 32).to("hpu")
+    model.forward = torch.compile(model.forward, backend="hpu_backend", mode=mode)
+    (got, n) = counts_after(lambda: tg.generate(model, prompt.to("hpu"), 24, torch.hpu.synchronize)[0])
+    assert torch.equal(got, want)
+    assert rewrites == [2 * hf.config.n_layer]  # every layer's key and value cache
+    replayed = mode == "reduce-overhead"
+    assert n["captures"] == replayed and n["replays"] == 22 * replayed
+    assert habana_torch.metrics.cpu_fallback_counts() == {}
