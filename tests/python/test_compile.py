@@ -356,9 +356,9 @@ def test_dropout_is_decomposed_not_a_fallback():
 
 
 def test_compiled_dropout_draws_what_eager_draws():
-    """With the same seed, a compiled dropout (F.dropout, and native_dropout
-    as SDPA's math path emits it) draws the very mask eager hpu draws, and
-    output and gradient are bit for bit eager's."""
+    """With the same seed, a compiled dropout (F.dropout, the one inside
+    SDPA's math path, and a direct native_dropout) draws the very mask eager
+    hpu draws, and output and gradient are bit for bit eager's."""
     drop = torch.nn.Dropout(0.25).train()
     x = (torch.rand(64, 32) + 0.5).to("hpu").requires_grad_()
     fn = torch.compile(lambda t: drop(t) * 2, backend="hpu_backend")
@@ -382,6 +382,28 @@ def test_compiled_dropout_draws_what_eager_draws():
     torch.manual_seed(3)
     _, mask = native(x)
     assert mask.dtype == torch.bool and torch.equal(mask.cpu(), want != 0)
+
+    q, k, v = (torch.randn(2, 3, 16, 8, generator=torch.Generator().manual_seed(s)).to("hpu").requires_grad_()
+               for s in range(3))
+
+    def attention(q, k, v):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, dropout_p=0.3)
+
+    def attention_run(f):
+        torch.manual_seed(5)
+        out = f(q, k, v)
+        out.sum().backward()
+        grads = [t.grad.cpu() for t in (q, k, v)]
+        for t in (q, k, v):
+            t.grad = None
+        return out.detach().cpu(), grads
+
+    compiled_attention = torch.compile(attention, backend="hpu_backend")
+    compiled_attention(q, k, v)
+    want, want_grads = attention_run(attention)
+    got, got_grads = attention_run(compiled_attention)
+    assert torch.equal(got, want)
+    assert all(torch.equal(g, w) for g, w in zip(got_grads, want_grads))
 
 
 def test_card_rng_calls_inside_a_compiled_function_run_as_written():

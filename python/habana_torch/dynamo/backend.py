@@ -7,10 +7,11 @@ GraphModule's ops on the hpu inside scope.recording(): the graph engine gets
 the whole FX graph as one recorded graph. The ops still pass through
 PyTorch's dispatcher one by one while they are recorded; only the
 computation is done by a cached, fused recipe."""
+import contextlib
 import threading
 
 import torch
-import torch.nn.functional as F
+from torch._C import DispatchKey
 from torch._dynamo.backends.common import aot_autograd
 
 from . import scope
@@ -89,39 +90,50 @@ _aot_replay = aot_autograd(
 )
 
 
-def _dropout_as_eager(input, p=0.5, training=True, inplace=False):
-    """F.dropout as ATen runs it eagerly on the hpu (_dropout_impl: a
-    Bernoulli(1 - p) draw divided by 1 - p, times the input). Traced by
-    AOTAutograd, its backward is grad * noise, one product over the saved
-    draw, where native_dropout's is grad * mask * scale over a bool mask,
-    which does not fuse; and the draw comes from the same place in the
-    card's RNG stream as in eager and lazy mode, so a compiled step with
-    dropout gives their numbers. Anything else keeps F.dropout."""
-    if not training or inplace or not 0 < p < 1 or not isinstance(input, torch.Tensor) \
-            or not input.is_floating_point():
-        return F.dropout(input, p, training, inplace)
-    noise = torch.empty_like(input).bernoulli_(1 - p).div_(1 - p)
-    return input * noise
+def _dropout_as_eager(original):
+    """aten.dropout as ATen runs it eagerly on the hpu (_dropout_impl: a
+    Bernoulli(1 - p) draw divided by 1 - p, times the input), where
+    PyTorch's tracing form is native_dropout (rand_like(input) > p, and a
+    backward of two products over a bool mask, which do not fuse). Traced,
+    its backward is grad * noise, one product over the saved draw, and the
+    draw comes from the same place in the card's RNG stream as in eager and
+    lazy mode, so a compiled step with dropout gives their numbers. The
+    cases that draw nothing keep PyTorch's form."""
+    def dropout(input, p, train):
+        if not train or not 0 < p < 1 or not input.is_floating_point():
+            return original(input, p, train)
+        noise = torch.empty_like(input).bernoulli_(1 - p).div_(1 - p)
+        return input * noise
+
+    return dropout
 
 
-def _torch_dropout_as_eager(input, p, train):
-    return _dropout_as_eager(input, p, train)
+@contextlib.contextmanager
+def _tracing_dropout_as_eager():
+    """While AOTAutograd traces, aten.dropout's Python kernels (PyTorch's
+    decomposition into native_dropout, at the Autograd and
+    CompositeImplicitAutograd keys) are ours: every dropout, also one called
+    inside another op's composite kernel (SDPA's math path), is traced in
+    the eager form. The Python kernels are only consulted while the Python
+    dispatcher is on, that is while tracing, so nothing else sees this."""
+    op = torch.ops.aten.dropout.default
+    keys = (DispatchKey.Autograd, DispatchKey.CompositeImplicitAutograd)
+    saved = {k: op.py_kernels.get(k) for k in keys}
+    with _dropout_lock:
+        try:
+            for k in keys:
+                if saved[k] is not None:
+                    op.py_kernels[k] = _dropout_as_eager(saved[k])
+            op._dispatch_cache.clear()
+            yield
+        finally:
+            for k in keys:
+                if saved[k] is not None:
+                    op.py_kernels[k] = saved[k]
+            op._dispatch_cache.clear()
 
 
-_DROPOUTS = {F.dropout: _dropout_as_eager, torch.dropout: _torch_dropout_as_eager}
-
-
-def _rewrite_dropouts(gm):
-    """Dynamo's graph calls F.dropout / torch.dropout; they become the
-    eager form above before AOTAutograd traces them."""
-    changed = False
-    for node in gm.graph.nodes:
-        if node.op == "call_function" and node.target in _DROPOUTS:
-            node.target = _DROPOUTS[node.target]
-            changed = True
-    if changed:
-        gm.recompile()
-    return gm
+_dropout_lock = threading.Lock()
 
 
 def hpu_backend(gm, example_inputs, mode=None, options=None):
@@ -132,4 +144,5 @@ def hpu_backend(gm, example_inputs, mode=None, options=None):
     if options:
         raise ValueError(f"hpu_backend: takes no options, got {sorted(options)}")
     aot = _aot_replay if mode == "reduce-overhead" else _aot
-    return aot(_rewrite_dropouts(gm), example_inputs)
+    with _tracing_dropout_as_eager():
+        return aot(gm, example_inputs)
