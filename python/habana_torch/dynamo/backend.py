@@ -6,7 +6,10 @@ of decompositions.py. Each graph is compiled into a callable that runs the
 GraphModule's ops on the hpu inside scope.recording(): the graph engine gets
 the whole FX graph as one recorded graph. The ops still pass through
 PyTorch's dispatcher one by one while they are recorded; only the
-computation is done by a cached, fused recipe."""
+computation is done by a cached, fused recipe. With mode="reduce-overhead"
+inference graphs are replayed as HPU graphs instead (replay.py). Dropout is
+traced in the form eager mode runs it (_tracing_dropout_as_eager), and
+inference graphs update their inputs in place (inplace.py)."""
 import contextlib
 import threading
 
@@ -41,7 +44,10 @@ def _static_and_mutated_inputs():
     meta = getattr(ctx, "fw_metadata", None)
     if meta is None:
         return (), ()
-    mutated = [i for i, info in enumerate(meta.input_info) if info.mutates_data]
+    # effect tokens, when the graph has any, come first among the inputs
+    # (static_input_indices already count them)
+    first = len(getattr(meta, "tokens", None) or ())
+    mutated = [first + i for i, info in enumerate(meta.input_info) if info.mutates_data]
     return tuple(meta.static_input_indices or ()), tuple(mutated)
 
 
