@@ -24,7 +24,9 @@ spends most of its time on.
   then on, counted by metric hpu_graph_demoted; training graphs (forward
   and backward) are not replayed.
 - At most PT_HPU_WRAP_GRAPH_CACHE_SIZE signatures per graph are kept (as
-  wrap_in_hpu_graph's), least recently used dropped first.
+  wrap_in_hpu_graph's), least recently used dropped first; a kept graph
+  holds its static inputs (a replaced parameter stays alive until its
+  graph is dropped).
 
 habana_torch.dynamo.replay_counts() counts captures, replays and demotions."""
 import collections
@@ -118,10 +120,12 @@ class ReplayedGraph:
         _count("replays")
         return self._finish(static_args, static_out, args)
 
-    def _finish(self, static_args, static_out, args):
+    def _finish(self, static_args, static_out, args, captured=True):
         for i in self.mutated:
             if static_args[i] is not args[i]:
                 args[i].copy_(static_args[i])
+        if not captured:
+            return static_out  # ordinary results, the graph's no more
         return [o.clone() if isinstance(o, torch.Tensor) else o for o in static_out]
 
     def _capture(self, key, args):
@@ -145,7 +149,7 @@ class ReplayedGraph:
         if not graph.capture_end():
             self.cache[key] = _UNCAPTURABLE
             _count("demoted")
-            return self._finish(static_args, static_out, args)
+            return self._finish(static_args, static_out, args, captured=False)
         self.cache[key] = (graph, static_args, static_out)
         _count("captures")
         graph.replay()  # the capture recorded the work; run it for this call
