@@ -60,6 +60,20 @@ def test_inference_is_captured_once_then_replayed_and_outputs_are_fresh():
         assert n["captures"] == 1  # a new shape, a new graph
 
 
+def test_dynamic_shapes_compile_once_and_capture_once_per_size():
+    cpu = mlp()
+    model = torch.compile(copy.deepcopy(cpu).to("hpu"), backend="hpu_backend", mode="reduce-overhead",
+                          dynamic=True)
+    with torch.no_grad():
+        def calls():
+            for n in (3, 5, 3, 7, 5, 5):
+                x = torch.randn(n, 12, generator=torch.Generator().manual_seed(n))
+                torch.testing.assert_close(model(x.to("hpu")).cpu(), cpu(x), **TOL)
+        _, n = counts_after(calls)
+    assert n == {"captures": 3, "replays": 3, "demoted": 0}
+    assert habana_torch.dynamo.compile_counts()["inference"] >= 1
+
+
 def test_parameters_are_read_in_place_and_a_replaced_one_is_seen():
     cpu = mlp()
     hpu = copy.deepcopy(cpu).to("hpu")
