@@ -238,6 +238,9 @@ def parse_args(argv=None):
     ap.add_argument("--prompt_length", type=int, default=32)
     ap.add_argument("--use_kv_cache", action="store_true", help="keep keys and values in a static cache")
     ap.add_argument("--use_hpu_graphs", action="store_true", help="replay the decode step as an HPU graph")
+    ap.add_argument("--torch_compile", action="store_true",
+                    help="compile the decode step with torch.compile(backend='hpu_backend'); with "
+                         "--use_hpu_graphs, mode='reduce-overhead' replays it as an HPU graph")
     ap.add_argument("--bf16", action="store_true", help="run the model in bfloat16 (both devices)")
     ap.add_argument("--model", default="small", choices=sorted(CONFIGS),
                     help="GPT-2 shape: small (4 layers, 256 wide) or gpt2 (GPT-2's 124M); random weights")
@@ -260,6 +263,8 @@ def parse_args(argv=None):
         ap.error(f"--device must be hpu, cpu or both (comma-separated), got {','.join(args.device)!r}")
     if args.use_hpu_graphs and "hpu" not in args.device:
         ap.error("--use_hpu_graphs needs the hpu in --device")
+    if args.torch_compile and "hpu" not in args.device:
+        ap.error("--torch_compile needs the hpu in --device (the CPU runs the reference uncompiled)")
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if args.tp and "WORLD_SIZE" in os.environ and args.tp != world:
         ap.error(f"--tp {args.tp} under a launcher of WORLD_SIZE {world}")
@@ -269,6 +274,8 @@ def parse_args(argv=None):
         if args.use_hpu_graphs:
             ap.error("--use_hpu_graphs with tensor parallelism: an HPU graph cannot capture the "
                      "all-reduce of the row-parallel layers here; run without it (lazy mode)")
+        if args.torch_compile:
+            ap.error("--torch_compile with tensor parallelism is not supported here; run without it")
     max_len = args.prompt_length + args.max_new_tokens
     if max_len > CONFIGS[args.model]["n_positions"]:
         ap.error(f"--prompt_length + --max_new_tokens = {max_len} exceeds the model's "
@@ -324,7 +331,11 @@ def run(args):
             sync = lambda: None  # noqa: E731
             if device == "hpu":
                 sync = torch.hpu.synchronize
-                if args.use_hpu_graphs:
+                if args.torch_compile:
+                    # the decode step; the prefill runs once and as written
+                    mode = "reduce-overhead" if args.use_hpu_graphs else None
+                    model.forward = torch.compile(model.forward, backend="hpu_backend", mode=mode)
+                elif args.use_hpu_graphs:
                     from habana_torch.hpu import wrap_in_hpu_graph
                     model = wrap_in_hpu_graph(model)
             ids, first, per_token, total = measure(model, prompt.to(device), args.max_new_tokens, sync,
@@ -345,6 +356,7 @@ def print_table(args, rows):
     print(f"GPT-2, {args.model} shape (random weights), {'bf16' if args.bf16 else 'fp32'}, prompt "
           f"{args.prompt_length}, {args.max_new_tokens} new tokens, "
           f"{'static KV cache' if args.use_kv_cache else 'no KV cache'}"
+          f"{', torch.compile' if args.torch_compile else ''}"
           f"{', HPU graphs' if args.use_hpu_graphs else ''}, best of {args.n_iterations}")
     print("| batch | device | first token (ms) | per token (ms) | total (ms) | tokens/s | same tokens as CPU |")
     print("|---:|---|---:|---:|---:|---:|---|")

@@ -12,7 +12,7 @@ import pathlib
 import pytest
 import torch
 
-import habana_torch  # noqa: F401
+import habana_torch
 from habana_torch import _C
 from habana_torch.hpu import wrap_in_hpu_graph
 
@@ -100,7 +100,27 @@ def test_script_table_compares_hpu_and_cpu_per_batch_size():
     assert "batch 3: hpu tokens/s" in out and "static KV cache, HPU graphs" in out
 
 
+@pytest.mark.parametrize("graphs", [False, True])
+def test_script_with_torch_compile_gives_the_cpus_tokens(graphs):
+    """--torch_compile compiles the decode step with hpu_backend (with
+    --use_hpu_graphs: mode="reduce-overhead", replayed as an HPU graph)."""
+    torch._dynamo.reset()
+    before = habana_torch.dynamo.replay_counts()["replays"]
+    argv = ["--use_kv_cache", "--torch_compile", "--batch_sizes", "2", "--max_new_tokens", "6",
+            "--prompt_length", "5", "--n_iterations", "1"] + (["--use_hpu_graphs"] if graphs else [])
+    rc, out = run_main(*argv)
+    torch._dynamo.reset()
+    assert rc == 0, out
+    rows = [line.split("|")[1:-1] for line in out.splitlines() if line.startswith("| ") and "batch" not in line]
+    assert [(r[1].strip(), r[-1].strip()) for r in rows] == [("hpu", "yes"), ("cpu", "-")]
+    assert "torch.compile" in out
+    replays = habana_torch.dynamo.replay_counts()["replays"] - before
+    assert (replays > 0) == graphs
+
+
 @pytest.mark.parametrize("argv, message", [
+    (["--device", "cpu", "--torch_compile"], "--torch_compile needs the hpu"),
+    (["--tp", "2", "--torch_compile"], "--torch_compile with tensor parallelism"),
     (["--batch_sizes", "1,x"], "--batch_sizes must be comma-separated integers"),
     (["--batch_sizes", "0"], "--batch_sizes must be positive"),
     (["--device", "cuda"], "--device must be hpu, cpu or both"),
