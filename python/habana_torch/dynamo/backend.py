@@ -114,6 +114,11 @@ def _dropout_as_eager(original):
     return dropout
 
 
+# Held while the kernels are swapped; reentrant, should a compile start
+# another one on the same thread.
+_dropout_lock = threading.RLock()
+
+
 @contextlib.contextmanager
 def _tracing_dropout_as_eager():
     """While AOTAutograd traces, aten.dropout's Python kernels (PyTorch's
@@ -137,9 +142,6 @@ def _tracing_dropout_as_eager():
                 if saved[k] is not None:
                     op.py_kernels[k] = saved[k]
             op._dispatch_cache.clear()
-
-
-_dropout_lock = threading.Lock()
 
 
 def hpu_backend(gm, example_inputs, mode=None, options=None):
