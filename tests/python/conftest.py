@@ -17,6 +17,17 @@ def fallback_counts():
     return habana_torch.metrics.cpu_fallback_counts
 
 
+@pytest.fixture
+def fresh_dynamo():
+    """torch.compile tests: dynamo's caches and the fallback counters start
+    empty, and the test's pending lazy work is flushed at its end."""
+    torch._dynamo.reset()
+    habana_torch.metrics.metric_global("cpu_fallback").reset()
+    yield
+    habana_torch.core.mark_step()
+    torch._dynamo.reset()
+
+
 def run_python(code, env=None, timeout=120):
     """Runs code in a fresh interpreter (for environment variables read once
     at start-up, out-of-memory, fork). Returns the CompletedProcess."""

@@ -25,13 +25,7 @@ GRAD_TOL = dict(rtol=1e-4, atol=5e-5)
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    habana_torch.metrics.metric_global("cpu_fallback").reset()
-    yield
-    htcore.mark_step()
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")  # conftest.py
 
 
 def stat(name, key):

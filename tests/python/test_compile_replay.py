@@ -19,13 +19,7 @@ import habana_torch.core as htcore
 TOL = dict(rtol=1e-5, atol=1e-5)
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    habana_torch.metrics.metric_global("cpu_fallback").reset()
-    yield
-    htcore.mark_step()
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")  # conftest.py
 
 
 def counts_after(fn):
