@@ -18,7 +18,7 @@ from torch._C import DispatchKey
 from torch._dynamo.backends.common import aot_autograd
 
 from . import scope
-from .decompositions import hpu_decompositions
+from .decompositions import eager_dropout_noise, hpu_decompositions
 from .inplace import update_inputs_in_place
 
 _counts_lock = threading.Lock()
@@ -97,8 +97,8 @@ _aot_replay = aot_autograd(
 
 
 def _dropout_as_eager(original):
-    """aten.dropout as ATen runs it eagerly on the hpu (_dropout_impl: a
-    Bernoulli(1 - p) draw divided by 1 - p, times the input), where
+    """aten.dropout as ATen runs it eagerly on the hpu (eager_dropout_noise
+    times the input), where
     PyTorch's tracing form is native_dropout (rand_like(input) > p, and a
     backward of two products over a bool mask, which do not fuse). Traced,
     its backward is grad * noise, one product over the saved draw, and the
@@ -108,8 +108,7 @@ def _dropout_as_eager(original):
     def dropout(input, p, train):
         if not train or not 0 < p < 1 or not input.is_floating_point():
             return original(input, p, train)
-        noise = torch.empty_like(input).bernoulli_(1 - p).div_(1 - p)
-        return input * noise
+        return input * eager_dropout_noise(input, p)
 
     return dropout
 

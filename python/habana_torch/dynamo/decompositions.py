@@ -48,23 +48,29 @@ def or_the_op_itself(fn):
     return decompose
 
 
-def _native_dropout(torch_decomposition):
-    """native_dropout as eager mode runs dropout on the hpu (ATen's
-    _dropout_impl: a Bernoulli(1 - p) draw, divided by 1 - p, times the
-    input), instead of PyTorch's rand_like(input) > p. The compiled graph
-    then draws the same mask from the same place in the card's RNG stream
-    as eager and lazy mode do, so a compiled training step with dropout
-    gives their numbers, and the draw is the Bernoulli kernel's one pass
-    (the uniform draw, compare and two products cost a BERT step 8% more).
-    The cases that draw nothing (eval, p = 0, p = 1, no elements) keep
-    PyTorch's decomposition."""
+def eager_dropout_noise(input, p):
+    """The scaled keep mask eager mode draws for dropout on the hpu (ATen's
+    _dropout_impl): a Bernoulli(1 - p) draw divided by 1 - p; the output is
+    input * noise. backend.py traces aten.dropout in this form too.
+    Functional ops, as a decomposition must use; the draw is of the detached
+    input's shape, so autograd sees no path through it."""
     aten = torch.ops.aten
+    return aten.div.Scalar(aten.bernoulli.p(input.detach(), 1 - p), 1 - p)
 
+
+def _native_dropout(torch_decomposition):
+    """native_dropout in eager mode's form (eager_dropout_noise), instead of
+    PyTorch's rand_like(input) > p. The compiled graph then draws the same
+    mask from the same place in the card's RNG stream as eager and lazy mode
+    do, so a compiled training step with dropout gives their numbers, and
+    the draw is the Bernoulli kernel's one pass (the uniform draw, compare
+    and two products cost a BERT step 8% more). The cases that draw nothing
+    (eval, p = 0, p = 1, no elements) keep PyTorch's decomposition."""
     def native_dropout(input, p, train):
         if not train or p == 0 or p == 1 or input.numel() == 0 or not input.is_floating_point():
             return torch_decomposition(input, p, train)
-        noise = aten.div.Scalar(aten.bernoulli.p(input, 1 - p), 1 - p)
-        return aten.mul.Tensor(input, noise), aten.ne.Scalar(noise, 0)
+        noise = eager_dropout_noise(input, p)
+        return input * noise, noise != 0
 
     return native_dropout
 
