@@ -36,9 +36,7 @@ import torch
 
 from .. import _C
 from .. import hpu as _hpu
-from ..hpu.graphs import HPUGraph, _default_max_graphs
-
-_UNCAPTURABLE = object()
+from ..hpu.graphs import _UNCAPTURABLE, HPUGraph, _default_max_graphs, evict_graphs
 
 _counts_lock = threading.Lock()
 _counts = {"captures": 0, "replays": 0, "demoted": 0}
@@ -130,10 +128,7 @@ class ReplayedGraph:
 
     def _capture(self, key, args):
         if self.max_graphs is not None:
-            while len(self.cache) >= self.max_graphs:
-                _, old = self.cache.popitem(last=False)
-                if old is not _UNCAPTURABLE:
-                    old[0].reset()
+            evict_graphs(self.cache, self.max_graphs - 1)
         static_args = [a if i in self.static or not isinstance(a, torch.Tensor) else a.clone()
                        for i, a in enumerate(args)]
         graph = HPUGraph()

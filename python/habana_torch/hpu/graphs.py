@@ -117,6 +117,16 @@ def _default_max_graphs():
     return n or None
 
 
+def evict_graphs(cache, size):
+    """Drops the least recently used entries of an LRU cache of captured
+    graphs (OrderedDict of (HPUGraph, ...) tuples, or _UNCAPTURABLE) until
+    at most `size` are left."""
+    while len(cache) > size:
+        _, entry = cache.popitem(last=False)
+        if entry is not _UNCAPTURABLE:
+            entry[0].reset()  # its blocks go back to the card (outputs still held stay valid)
+
+
 class _Uncacheable(Exception):
     """The call's arguments cannot be matched to a captured graph."""
 
@@ -219,10 +229,7 @@ class _GraphedForward:
                 leaves[i].copy_(static_leaves[i])
 
     def _evict_to(self, size):
-        while len(self.cache) > size:
-            _, entry = self.cache.popitem(last=False)
-            if entry is not _UNCAPTURABLE:
-                entry[0].reset()  # its blocks go back to the card (outputs still held stay valid)
+        evict_graphs(self.cache, size)
 
     def _capture(self, key, leaves, spec):
         if self.max_graphs is not None:
