@@ -137,6 +137,65 @@ static hpu_status_t validate_select(const hpu_node_t *n) {
   return HPU_SUCCESS;
 }
 
+static int contiguous_all(const hpu_node_t *n) {
+  for (int i = 0; i < n->num_inputs; i++)
+    if (!hpu_tensor_is_contiguous(&n->inputs[i])) return 0;
+  for (int k = 0; k < n->num_outputs; k++)
+    if (!hpu_tensor_is_contiguous(&n->outputs[k])) return 0;
+  return 1;
+}
+
+static hpu_status_t validate_searchsorted(const hpu_node_t *n) {
+  const char *name = hpu_op_name(n->op);
+  if (n->num_inputs != 2 && n->num_inputs != 3) return counts(n, 2, 1);
+  HPU_TRY(counts(n, n->num_inputs, 1));
+  const hpu_tensor_t *bd = &n->inputs[0], *val = &n->inputs[1], *out = &n->outputs[0];
+  if (!contiguous_all(n)) return shape_mismatch(name, "every operand must be contiguous");
+  HPU_TRY(same_dtype(name, bd, val));
+  if (out->dtype != HPU_INT64 && out->dtype != HPU_INT32)
+    return hpu_error(INVALID, "%s: the output must be int64 or int32, got %s", name, hpu_dtype_name(out->dtype));
+  if (hpu_tensor_numel(out) != hpu_tensor_numel(val)) return shape_mismatch(name, "the output must have the values' shape");
+  if (bd->ndim < 1) return shape_mismatch(name, "the boundaries must have at least one dim");
+  int shared = n->params.nn.i[1] != 0;
+  if (shared && bd->ndim != 1) return shape_mismatch(name, "shared boundaries must be 1-d");
+  if (!shared) {
+    int ok = bd->ndim == val->ndim;
+    for (int d = 0; ok && d + 1 < bd->ndim; d++) ok = bd->sizes[d] == val->sizes[d];
+    if (!ok) return shape_mismatch(name, "the boundaries and the values must agree but for the last dim");
+  }
+  if (n->num_inputs == 3) {
+    const hpu_tensor_t *st = &n->inputs[2];
+    if (st->dtype != HPU_INT64) return hpu_error(INVALID, "%s: the sorter must be int64", name);
+    int ok = st->ndim == bd->ndim;
+    for (int d = 0; ok && d < bd->ndim; d++) ok = st->sizes[d] == bd->sizes[d];
+    if (!ok) return shape_mismatch(name, "the sorter must have the boundaries' shape");
+  }
+  return HPU_SUCCESS;
+}
+
+static hpu_status_t validate_histogram(const hpu_node_t *n) {
+  const char *name = hpu_op_name(n->op);
+  if (n->num_inputs != 3 && n->num_inputs != 4) return counts(n, 3, 1);
+  HPU_TRY(counts(n, n->num_inputs, 1));
+  const hpu_tensor_t *x = &n->inputs[0], *edges = &n->inputs[1], *cnt = &n->inputs[2], *hist = &n->outputs[0];
+  if (!contiguous_all(n)) return shape_mismatch(name, "every operand must be contiguous");
+  if (!hpu_dtype_is_floating(x->dtype))
+    return hpu_error(HPU_ERROR_UNSUPPORTED, "%s: points must be floating, got %s", name, hpu_dtype_name(x->dtype));
+  if (x->ndim != 2) return shape_mismatch(name, "the points must be [M, D]");
+  HPU_TRY(same_dtype(name, edges, x));
+  HPU_TRY(same_dtype(name, hist, x));
+  if (edges->ndim != 1) return shape_mismatch(name, "the edges must be 1-d");
+  if (cnt->dtype != HPU_INT64 || cnt->ndim != 1 || cnt->sizes[0] != x->sizes[1] || hist->ndim != x->sizes[1])
+    return shape_mismatch(name, "one edge count and one histogram dim per point dim");
+  if (n->num_inputs == 4) {
+    HPU_TRY(same_dtype(name, &n->inputs[3], x));
+    if (hpu_tensor_numel(&n->inputs[3]) != x->sizes[0]) return shape_mismatch(name, "one weight per point");
+  }
+  int64_t alg = n->params.nn.i[0];
+  if (alg < 0 || alg >= HPU_TAIL_HIST_COUNT) return hpu_error(INVALID, "%s: invalid bin choice %lld", name, (long long)alg);
+  return HPU_SUCCESS;
+}
+
 hpu_status_t hpu_validate_tailidx(const hpu_node_t *n) {
   switch (n->op) {
     case HPU_OP_TAIL_SCATTER_REDUCE: return validate_scatter_reduce(n);
@@ -144,6 +203,8 @@ hpu_status_t hpu_validate_tailidx(const hpu_node_t *n) {
     case HPU_OP_TAIL_TAKE_PUT: return validate_take_put(n);
     case HPU_OP_TAIL_INDEX_FILL: return validate_index_fill(n);
     case HPU_OP_TAIL_SELECT: return validate_select(n);
+    case HPU_OP_TAIL_SEARCHSORTED: return validate_searchsorted(n);
+    case HPU_OP_TAIL_HISTOGRAM: return validate_histogram(n);
     default: return hpu_error(HPU_ERROR_UNSUPPORTED, "%s: no kernel in this build", hpu_op_name(n->op));
   }
 }
@@ -155,6 +216,8 @@ hpu_status_t hpu_execute_tailidx(const hpu_node_t *n) {
     case HPU_OP_TAIL_TAKE_PUT: return hpu_tail_take_put(n);
     case HPU_OP_TAIL_INDEX_FILL: return hpu_tail_index_fill(n);
     case HPU_OP_TAIL_SELECT: return hpu_tail_select(n);
+    case HPU_OP_TAIL_SEARCHSORTED: return hpu_tail_searchsorted(n);
+    case HPU_OP_TAIL_HISTOGRAM: return hpu_tail_histogram(n);
     default: return hpu_error(HPU_ERROR_INTERNAL, "%s: no kernel in this build", hpu_op_name(n->op));
   }
 }

@@ -53,5 +53,7 @@ hpu_status_t hpu_tail_cummaxmin(const hpu_node_t *node);
 hpu_status_t hpu_tail_take_put(const hpu_node_t *node);
 hpu_status_t hpu_tail_index_fill(const hpu_node_t *node);
 hpu_status_t hpu_tail_select(const hpu_node_t *node);
+hpu_status_t hpu_tail_searchsorted(const hpu_node_t *node);
+hpu_status_t hpu_tail_histogram(const hpu_node_t *node);
 
 #endif

@@ -156,6 +156,73 @@ static void test_select_picks(void) {
   CU_ASSERT_EQUAL(hpu_node_validate(&n), HPU_ERROR_INVALID_ARGUMENT); /* not the keepdim shape */
 }
 
+/* searchsorted over {1, 2, 2, 4}: left / right bounds, NaN past the end,
+ * int64 values and int32 output, and a sorter over a permuted row. */
+static void test_searchsorted(void) {
+  float bd[4] = {1, 2, 2, 4}, val[5] = {0, 2, 3, 5, NAN};
+  int64_t out[5];
+  const int64_t left[5] = {0, 1, 3, 4, 4}, right[5] = {0, 3, 3, 4, 4};
+  for (int r = 0; r < 2; r++) {
+    hpu_node_t n = node(HPU_OP_TAIL_SEARCHSORTED, 2, 1);
+    n.inputs[0] = T1(bd, HPU_FLOAT32, 4);
+    n.inputs[1] = T1(val, HPU_FLOAT32, 5);
+    n.outputs[0] = T1(out, HPU_INT64, 5);
+    n.params.nn.i[0] = r;
+    n.params.nn.i[1] = 1;
+    CU_ASSERT_EQUAL_FATAL(run(&n), HPU_SUCCESS);
+    for (int k = 0; k < 5; k++) CU_ASSERT_EQUAL(out[k], r ? right[k] : left[k]);
+  }
+  /* two rows of boundaries, stored unsorted, with their sorters */
+  int64_t rows[2][3] = {{30, 10, 20}, {3, 1, 2}}, order[2][3] = {{1, 2, 0}, {1, 2, 0}};
+  int64_t v[2][2] = {{15, 30}, {0, 2}};
+  int32_t o32[2][2];
+  hpu_node_t n = node(HPU_OP_TAIL_SEARCHSORTED, 3, 1);
+  n.inputs[0] = T2(rows, HPU_INT64, 2, 3);
+  n.inputs[1] = T2(v, HPU_INT64, 2, 2);
+  n.inputs[2] = T2(order, HPU_INT64, 2, 3);
+  n.outputs[0] = T2(o32, HPU_INT32, 2, 2);
+  CU_ASSERT_EQUAL_FATAL(run(&n), HPU_SUCCESS);
+  CU_ASSERT(o32[0][0] == 1 && o32[0][1] == 2 && o32[1][0] == 0 && o32[1][1] == 1);
+  /* a values row count that does not match the boundaries' is refused */
+  n.inputs[1] = T2(v, HPU_INT64, 1, 4);
+  n.outputs[0] = T2(o32, HPU_INT32, 1, 4);
+  CU_ASSERT_EQUAL(hpu_node_validate(&n), HPU_ERROR_INVALID_ARGUMENT);
+}
+
+/* 2-d histogram of 6 points over edges {0, 1, 2} x {0, 5, 10}: outside and
+ * NaN points are skipped, the last edge belongs to the last bin; weights
+ * add; edge counts that disagree with the output fail the node. */
+static void test_histogram(void) {
+  double pts[6][2] = {{0, 0}, {1, 5}, {2, 10}, {0.5, 9}, {3, 1}, {NAN, 1}};
+  double edges[6] = {0, 1, 2, 0, 5, 10}, w[6] = {1, 2, 4, 8, 16, 32}, hist[2][2];
+  int64_t counts[2] = {3, 3};
+  for (int alg = 0; alg < HPU_TAIL_HIST_COUNT; alg++)
+    for (int weighted = 0; weighted < 2; weighted++) {
+      hpu_node_t n = node(HPU_OP_TAIL_HISTOGRAM, 3 + weighted, 1);
+      n.inputs[0] = T2(pts, HPU_FLOAT64, 6, 2);
+      n.inputs[1] = T1(edges, HPU_FLOAT64, 6);
+      n.inputs[2] = T1(counts, HPU_INT64, 2);
+      if (weighted) n.inputs[3] = T1(w, HPU_FLOAT64, 6);
+      n.outputs[0] = T2(hist, HPU_FLOAT64, 2, 2);
+      n.params.nn.i[0] = alg;
+      CU_ASSERT_EQUAL_FATAL(run(&n), HPU_SUCCESS);
+      /* (0,0) -> [0][0]; (1,5) -> [1][1]; (2,10) -> [1][1]; (0.5,9) -> [0][1] */
+      CU_ASSERT_EQUAL(hist[0][0], weighted ? 1 : 1);
+      CU_ASSERT_EQUAL(hist[0][1], weighted ? 8 : 1);
+      CU_ASSERT_EQUAL(hist[1][0], 0);
+      CU_ASSERT_EQUAL(hist[1][1], weighted ? 6 : 2);
+    }
+  counts[1] = 4;
+  hpu_node_t n = node(HPU_OP_TAIL_HISTOGRAM, 3, 1);
+  n.inputs[0] = T2(pts, HPU_FLOAT64, 6, 2);
+  n.inputs[1] = T1(edges, HPU_FLOAT64, 6);
+  n.inputs[2] = T1(counts, HPU_INT64, 2);
+  n.outputs[0] = T2(hist, HPU_FLOAT64, 2, 2);
+  CU_ASSERT_EQUAL(run(&n), HPU_ERROR_INVALID_ARGUMENT);
+  n.inputs[0] = T2(counts, HPU_INT64, 1, 2); /* integer points are refused */
+  CU_ASSERT_EQUAL(hpu_node_validate(&n), HPU_ERROR_UNSUPPORTED);
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite("tailidx", NULL, NULL);
@@ -165,6 +232,8 @@ int main(void) {
   CU_add_test(s, "cummax: later ties and NaN take the index", test_cummax_ties_nan);
   CU_add_test(s, "put accumulate and index_fill", test_put_accumulate_index_fill);
   CU_add_test(s, "kthvalue, median, nanmedian, mode: NaN and ties", test_select_picks);
+  CU_add_test(s, "searchsorted: bounds, NaN, sorter, int32 output", test_searchsorted);
+  CU_add_test(s, "histogram: bins, skipped points, weights, bad counts", test_histogram);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failed = CU_get_number_of_failures();

@@ -40,9 +40,8 @@ FALLBACK = {
         # losses and distances
         "nn.functional.ctc_loss", "nn.functional.multi_margin_loss", "nn.functional.multilabel_margin_loss",
         "nn.functional.pdist", "cdist", "nn.functional.embedding_bag",
-        # counting, searching, data-dependent sizes
-        "histc", "histogram", "histogramdd", "bincount", "bucketize", "searchsorted", "unique",
-        "unique_consecutive", "nonzero_static", "_segment_reduce.lengths", "_segment_reduce.offsets",
+        # segment reductions
+        "_segment_reduce.lengths", "_segment_reduce.offsets",
         # math
         "igamma", "igammac", "matrix_exp",
         # sampling

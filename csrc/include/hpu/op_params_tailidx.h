@@ -21,4 +21,12 @@ typedef enum hpu_tail_select {
   HPU_TAIL_SELECT_COUNT
 } hpu_tail_select_t;
 
+/* HPU_OP_TAIL_HISTOGRAM bin choice (params.nn.i[0]), the CPU's three. */
+typedef enum hpu_tail_hist {
+  HPU_TAIL_HIST_LINEAR = 0,   /* histc: (x - first) * bins / (last - first) */
+  HPU_TAIL_HIST_LINEAR_LOCAL, /* histogram with a bin count: that, checked against the edges */
+  HPU_TAIL_HIST_BINARY_SEARCH, /* histogram with given edges */
+  HPU_TAIL_HIST_COUNT
+} hpu_tail_hist_t;
+
 #endif
