@@ -5,7 +5,8 @@
 // native_dropout_backward, channel_shuffle and renorm, which are the card's
 // div, mul, copy and norm as the CPU composes them; exponential_, cauchy_,
 // geometric_, log_normal_ and normal with tensor parameters, from the
-// card's uniform / normal draws (hpu generator) and a transform node.
+// card's uniform / normal draws (hpu generator) and a transform node;
+// multinomial from those draws and card ops.
 #include <ATen/ExpandUtils.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/Resize.h>
@@ -292,6 +293,68 @@ at::Tensor& log_normal_(at::Tensor& self, double mean, double std, std::optional
   return self;
 }
 
+// multinomial, as the CPU composes it, from card ops. Without replacement,
+// or one sample per row (the sampling step of text generation): the Gumbel
+// trick, argmax / topk of p / q with q ~ Exp(1). With replacement: each
+// row's cumulative distribution (summed in float, double for float64,
+// normalised, the last bucket set to 1) searched for uniform doubles, the
+// first bucket >= u. The distribution is checked on the host first (one
+// read), so a bad one raises the CPU's error at the call.
+at::Tensor& multinomial_out(const at::Tensor& self, int64_t n_sample, bool replacement,
+                            std::optional<at::Generator> gen, at::Tensor& result) {
+  TORCH_CHECK(result.device() == self.device(), "multinomial arguments must have the same device");
+  TORCH_CHECK(self.dim() > 0 && self.dim() <= 2, "prob_dist must be 1 or 2 dim");
+  TORCH_CHECK(is_float(self.scalar_type()), "multinomial only supports floating-point dtypes for input, got: ",
+              self.scalar_type());
+  TORCH_CHECK(result.scalar_type() == at::kLong, "multinomial expects Long tensor out, got: ", result.scalar_type());
+  TORCH_CHECK(n_sample > 0, "cannot sample n_sample <= 0 samples");
+  const int64_t n_categories = self.size(-1);
+  TORCH_CHECK(replacement || n_sample <= n_categories,
+              "cannot sample n_sample > prob_dist.size(-1) samples without replacement");
+  TORCH_CHECK(n_categories <= (int64_t{1} << 24), "number of categories cannot exceed 2^24");
+  // resize_, not resize_output: the CPU's multinomial resizes any out silently
+  if (self.dim() == 1) result.resize_({n_sample});
+  else result.resize_({self.size(0), n_sample});
+  if (result.numel() == 0) return result;
+  // one host read: finite, non-negative, every row's sum > 0
+  at::Tensor row_sums = self.dim() == 1 ? self.sum().reshape({1}) : self.sum(1);
+  at::Tensor checks = at::stack({self.min().to(at::kDouble), self.max().to(at::kDouble),
+                                 row_sums.min().to(at::kDouble)}).to(at::kCPU);
+  const double lo = checks.data_ptr<double>()[0], hi = checks.data_ptr<double>()[1],
+               least_sum = checks.data_ptr<double>()[2];
+  TORCH_CHECK(std::isfinite(lo) && std::isfinite(hi) && lo >= 0,
+              replacement && n_sample > 1 ? (lo < 0 && !std::isnan(lo)
+                                                 ? "invalid multinomial distribution (encountering probability entry < 0)"
+                                                 : "invalid multinomial distribution (encountering probability entry = "
+                                                   "infinity or NaN)")
+                                          : "probability tensor contains either `inf`, `nan` or element < 0");
+  TORCH_CHECK(least_sum > 0, "invalid multinomial distribution (sum of probabilities <= 0)");
+  if (!replacement || n_sample == 1) {
+    at::Tensor q = at::empty_like(self).exponential_(1, gen);
+    at::div_out(q, self, q);
+    if (n_sample == 1) {
+      at::argmax_out(result, q, /*dim=*/-1, /*keepdim=*/true);
+    } else {
+      at::Tensor vals = at::empty(result.sizes(), self.options());
+      at::topk_out(vals, result, q, n_sample);
+    }
+    return result;
+  }
+  at::ScalarType acc = self.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  at::Tensor rows = self.reshape({-1, n_categories});
+  at::Tensor cdf = rows.cumsum(1, acc);
+  cdf.div_(cdf.narrow(1, n_categories - 1, 1).clone());
+  cdf.narrow(1, n_categories - 1, 1).fill_(1);
+  at::Tensor u = at::empty({rows.size(0), n_sample}, rows.options().dtype(at::kDouble)).uniform_(0, 1, gen);
+  result.copy_(at::searchsorted(cdf, u).view(result.sizes()));
+  return result;
+}
+
+at::Tensor multinomial(const at::Tensor& self, int64_t n_sample, bool replacement, std::optional<at::Generator> gen) {
+  at::Tensor result = at::empty({0}, self.options().dtype(at::kLong));
+  return multinomial_out(self, n_sample, replacement, gen, result);
+}
+
 // normal with tensor parameters, as the CPU: out ~ N(0, 1), then
 // out * std + mean (each on the card).
 void check_std_tensor(const at::Tensor& std) {
@@ -399,6 +462,8 @@ TORCH_LIBRARY_IMPL(aten, HPU, m) {
   m.impl("renorm_", TORCH_FN(renorm_));
   m.impl("renorm.out", TORCH_FN(renorm_out));
   m.impl("exponential_", TORCH_FN(exponential_));
+  m.impl("multinomial", TORCH_FN(multinomial));
+  m.impl("multinomial.out", TORCH_FN(multinomial_out));
   m.impl("cauchy_", TORCH_FN(cauchy_));
   m.impl("geometric_", TORCH_FN(geometric_));
   m.impl("log_normal_", TORCH_FN(log_normal_));

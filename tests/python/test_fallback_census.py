@@ -44,8 +44,6 @@ FALLBACK = {
         "_segment_reduce.lengths", "_segment_reduce.offsets",
         # math
         "igamma", "igammac", "matrix_exp",
-        # sampling
-        "multinomial",
     ], NO_KERNEL),
     **dict.fromkeys(["logit", "special.entr", "special.i0e"], ROUNDING),
 }

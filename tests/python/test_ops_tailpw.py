@@ -410,6 +410,55 @@ def test_normal_tensor_parameters(fallback_counts):
     assert fallback_counts() == {}
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_multinomial_frequencies(dtype, fallback_counts):
+    """Draw frequencies against the row's probabilities (a zero-probability
+    category never drawn), for the with-replacement path (cumulative
+    distribution search), the one-sample path text generation takes, and
+    the without-replacement path (Gumbel top-k)."""
+    weights = torch.tensor([[1.0, 0.0, 6.0, 3.0], [2.0, 2.0, 2.0, 2.0], [0.0, 0.0, 0.0, 5.0]], dtype=dtype)
+    probs = (weights.double() / weights.double().sum(1, keepdim=True))
+    torch.hpu.manual_seed(21)
+    draws = torch.multinomial(weights.to("hpu"), N // 4, replacement=True)
+    ones = torch.cat([torch.multinomial(weights.to("hpu"), 1) for _ in range(400)], dim=1)
+    assert draws.dtype == ones.dtype == torch.int64 and draws.shape == (3, N // 4) and ones.shape == (3, 400)
+    for sample in (draws.cpu(), ones.cpu()):
+        n = sample.shape[1]
+        freq = torch.stack([torch.bincount(r, minlength=4) for r in sample]).double() / n
+        bound = 5 * torch.sqrt(probs * (1 - probs) / n) + 1e-12
+        assert ((freq - probs).abs() <= bound).all(), (freq, probs)
+    # without replacement: distinct categories, every nonzero one before any zero one
+    picks = torch.multinomial(weights.to("hpu"), 4).cpu()
+    for row, w in zip(picks, weights):
+        assert sorted(row.tolist()) == [0, 1, 2, 3]
+        nonzero = int((w > 0).sum())
+        assert all(w[c] > 0 for c in row[:nonzero])
+    # the first pick of a two-category row follows its odds
+    first = torch.multinomial(torch.tensor([[1.0, 3.0]], dtype=dtype, device="hpu").expand(4000, 2), 2)[:, 0]
+    share = (first.cpu() == 1).double().mean().item()
+    assert abs(share - 0.75) < 5 * math.sqrt(0.75 * 0.25 / 4000)
+    assert fallback_counts() == {}
+
+
+def test_multinomial_reproducible_out_and_1d(fallback_counts):
+    p = torch.tensor([0.2, 0.5, 0.3], device="hpu")
+    for replacement, n in ((True, 50), (False, 3), (True, 1)):
+        gen = torch.Generator(device="hpu").manual_seed(4)
+        a = torch.multinomial(p, n, replacement, generator=gen).cpu()
+        gen.manual_seed(4)
+        out = torch.empty(7, dtype=torch.long, device="hpu")
+        b = torch.multinomial(p, n, replacement, generator=gen, out=out)
+        assert b.data_ptr() == out.data_ptr() and out.shape == (n,)
+        assert torch.equal(out.cpu(), a)
+        torch.hpu.manual_seed(4)  # the default generator too
+        c = torch.multinomial(p, n, replacement).cpu()
+        torch.hpu.manual_seed(4)
+        assert torch.equal(torch.multinomial(p, n, replacement).cpu(), c)
+    # and the stream moves on
+    assert not torch.equal(torch.multinomial(p, 50, True).cpu(), torch.multinomial(p, 50, True).cpu())
+    assert fallback_counts() == {}
+
+
 BAD_RANDOM = [
     (lambda d: torch.empty(3, device=d).exponential_(0), RuntimeError, "lambda > 0.0"),
     (lambda d: torch.empty(3, dtype=torch.long, device=d).exponential_(1), RuntimeError, "floating point"),
@@ -426,6 +475,20 @@ BAD_RANDOM = [
     (lambda d: torch.normal(torch.zeros(3, device=d), torch.ones(4, device=d)), RuntimeError, "must match"),
     (lambda d: torch.normal(torch.zeros(3, dtype=torch.long, device=d), 1.0), NotImplementedError,
      "normal_kernel_cpu"),
+    (lambda d: torch.multinomial(torch.zeros(2, device=d), 1), RuntimeError, r"sum of probabilities <= 0"),
+    (lambda d: torch.multinomial(torch.tensor([[1.0, 1.0], [0.0, 0.0]], device=d), 3, True), RuntimeError,
+     r"sum of probabilities <= 0"),
+    (lambda d: torch.multinomial(torch.tensor([1.0, -1.0, 3.0], device=d), 2, True), RuntimeError,
+     "probability entry < 0"),
+    (lambda d: torch.multinomial(torch.tensor([1.0, math.inf], device=d), 2, True), RuntimeError,
+     "infinity or NaN"),
+    (lambda d: torch.multinomial(torch.tensor([1.0, math.nan], device=d), 1), RuntimeError,
+     "either `inf`, `nan` or element < 0"),
+    (lambda d: torch.multinomial(torch.ones(3, device=d), 4), RuntimeError, "without replacement"),
+    (lambda d: torch.multinomial(torch.ones(3, device=d), 0), RuntimeError, "n_sample <= 0"),
+    (lambda d: torch.multinomial(torch.ones(2, 2, 2, device=d), 1), RuntimeError, "1 or 2 dim"),
+    (lambda d: torch.multinomial(torch.ones(3, dtype=torch.long, device=d), 1), RuntimeError,
+     "floating-point dtypes"),
 ]
 
 
