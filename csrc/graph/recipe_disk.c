@@ -49,8 +49,9 @@
 /* 2: groups may end with a row op; 3: the row op may be a reduction,
  * operands may broadcast; 4-7: op codes renumbered (ops added); 8: the
  * checksum covers the header and the signature too; 9: op codes renumbered
- * (the pointwise tail, the special functions). */
-#define VERSION 9
+ * (the pointwise tail, the special functions); 10: op codes renumbered (the
+ * vision family's adaptive max pooling, max unpooling, im2col / col2im). */
+#define VERSION 10
 
 typedef struct header {
   uint64_t magic;

@@ -494,6 +494,8 @@ hpu_status_t hpu_validate_nn(const hpu_node_t *node) {
       return hpu_validate_tailidx(node);
     case HPU_OP_UPSAMPLE: case HPU_OP_UPSAMPLE_BACKWARD: case HPU_OP_ADAPTIVE_AVG_POOL:
     case HPU_OP_ADAPTIVE_AVG_POOL_BACKWARD: case HPU_OP_SPATIAL_PAD: case HPU_OP_SPATIAL_PAD_BACKWARD:
+    case HPU_OP_ADAPTIVE_MAX_POOL: case HPU_OP_ADAPTIVE_MAX_POOL_BACKWARD: case HPU_OP_MAX_UNPOOL:
+    case HPU_OP_IM2COL: case HPU_OP_COL2IM:
       return hpu_vision_validate(node);
     default:
       return hpu_error(HPU_ERROR_UNSUPPORTED, "%s: no kernel in this build", hpu_op_name(node->op));
@@ -534,6 +536,8 @@ hpu_status_t hpu_execute_nn(const hpu_node_t *node) {
       return hpu_execute_tailidx(node);
     case HPU_OP_UPSAMPLE: case HPU_OP_UPSAMPLE_BACKWARD: case HPU_OP_ADAPTIVE_AVG_POOL:
     case HPU_OP_ADAPTIVE_AVG_POOL_BACKWARD: case HPU_OP_SPATIAL_PAD: case HPU_OP_SPATIAL_PAD_BACKWARD:
+    case HPU_OP_ADAPTIVE_MAX_POOL: case HPU_OP_ADAPTIVE_MAX_POOL_BACKWARD: case HPU_OP_MAX_UNPOOL:
+    case HPU_OP_IM2COL: case HPU_OP_COL2IM:
       return hpu_vision_execute(node);
     default:
       return hpu_error(HPU_ERROR_INTERNAL, "%s: no kernel in this build", hpu_op_name(node->op));

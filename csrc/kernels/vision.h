@@ -14,10 +14,20 @@ hpu_status_t hpu_vision_execute(const hpu_node_t *node);
  * does arithmetic, as every backward does). */
 hpu_status_t hpu_vision_check_planes(const hpu_node_t *n, int arith, int f64);
 
+/* t is [planes, D, H, W] and contiguous, with `planes` planes unless
+ * planes < 0; `role` names it in the message. */
+hpu_status_t hpu_vision_check_4d(const char *name, const char *role, const hpu_tensor_t *t, int64_t planes);
+
 hpu_status_t hpu_upsample_validate(const hpu_node_t *node);
 hpu_status_t hpu_upsample_execute(const hpu_node_t *node);
 hpu_status_t hpu_adaptive_pool_validate(const hpu_node_t *node);
 hpu_status_t hpu_adaptive_pool_execute(const hpu_node_t *node);
+hpu_status_t hpu_adaptive_max_pool_validate(const hpu_node_t *node);
+hpu_status_t hpu_adaptive_max_pool_execute(const hpu_node_t *node);
+hpu_status_t hpu_max_unpool_validate(const hpu_node_t *node);
+hpu_status_t hpu_max_unpool_execute(const hpu_node_t *node);
+hpu_status_t hpu_fold_validate(const hpu_node_t *node); /* im2col, col2im */
+hpu_status_t hpu_fold_execute(const hpu_node_t *node);
 hpu_status_t hpu_spatial_pad_validate(const hpu_node_t *node);
 hpu_status_t hpu_spatial_pad_execute(const hpu_node_t *node);
 

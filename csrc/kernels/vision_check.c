@@ -24,10 +24,21 @@ hpu_status_t hpu_vision_check_planes(const hpu_node_t *n, int arith, int f64) {
   return HPU_SUCCESS;
 }
 
+hpu_status_t hpu_vision_check_4d(const char *name, const char *role, const hpu_tensor_t *t, int64_t planes) {
+  if (t->ndim != 4) return hpu_error(INVALID, "%s: %s must be [planes, D, H, W]", name, role);
+  if (!hpu_tensor_is_contiguous(t)) return hpu_error(INVALID, "%s: %s must be contiguous", name, role);
+  if (planes >= 0 && t->sizes[0] != planes)
+    return hpu_error(INVALID, "%s: %s has %lld planes, not %lld", name, role, (long long)t->sizes[0], (long long)planes);
+  return HPU_SUCCESS;
+}
+
 hpu_status_t hpu_vision_validate(const hpu_node_t *n) {
   switch (n->op) {
     case HPU_OP_UPSAMPLE: case HPU_OP_UPSAMPLE_BACKWARD: return hpu_upsample_validate(n);
     case HPU_OP_ADAPTIVE_AVG_POOL: case HPU_OP_ADAPTIVE_AVG_POOL_BACKWARD: return hpu_adaptive_pool_validate(n);
+    case HPU_OP_ADAPTIVE_MAX_POOL: case HPU_OP_ADAPTIVE_MAX_POOL_BACKWARD: return hpu_adaptive_max_pool_validate(n);
+    case HPU_OP_MAX_UNPOOL: return hpu_max_unpool_validate(n);
+    case HPU_OP_IM2COL: case HPU_OP_COL2IM: return hpu_fold_validate(n);
     case HPU_OP_SPATIAL_PAD: case HPU_OP_SPATIAL_PAD_BACKWARD: return hpu_spatial_pad_validate(n);
     default: return hpu_error(HPU_ERROR_INTERNAL, "%s: not a vision op", hpu_op_name(n->op));
   }
@@ -38,6 +49,9 @@ hpu_status_t hpu_vision_execute(const hpu_node_t *n) {
   switch (n->op) {
     case HPU_OP_UPSAMPLE: case HPU_OP_UPSAMPLE_BACKWARD: return hpu_upsample_execute(n);
     case HPU_OP_ADAPTIVE_AVG_POOL: case HPU_OP_ADAPTIVE_AVG_POOL_BACKWARD: return hpu_adaptive_pool_execute(n);
+    case HPU_OP_ADAPTIVE_MAX_POOL: case HPU_OP_ADAPTIVE_MAX_POOL_BACKWARD: return hpu_adaptive_max_pool_execute(n);
+    case HPU_OP_MAX_UNPOOL: return hpu_max_unpool_execute(n);
+    case HPU_OP_IM2COL: case HPU_OP_COL2IM: return hpu_fold_execute(n);
     case HPU_OP_SPATIAL_PAD: case HPU_OP_SPATIAL_PAD_BACKWARD: return hpu_spatial_pad_execute(n);
     default: return hpu_error(HPU_ERROR_INTERNAL, "%s: not a vision op", hpu_op_name(n->op));
   }

@@ -201,6 +201,96 @@ static void test_pad(void) {
   CU_ASSERT_EQUAL(dxd[2], 1000 + e);
 }
 
+/* Adaptive max pooling of one row: the first maximum wins a tie, the last
+ * NaN wins, an all -inf window reports its first position; the backward
+ * sums repeated indices (rounded per add for a bf16 result) and refuses an
+ * index outside the plane. */
+static void test_adaptive_max(void) {
+  float x[8] = {1, 3, 3, NAN, 0, NAN, -INFINITY, -INFINITY}, y[4];
+  int64_t ix[4];
+  hpu_node_t n = node(HPU_OP_ADAPTIVE_MAX_POOL, T4(x, HPU_FLOAT32, 1, 1, 1, 8), T4(y, HPU_FLOAT32, 1, 1, 1, 4));
+  n.num_outputs = 2;
+  n.outputs[1] = T4(ix, HPU_INT64, 1, 1, 1, 4);
+  CU_ASSERT_EQUAL_FATAL(hpu_node_validate(&n), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_node_execute(&n), HPU_SUCCESS);
+  /* windows [0,2) [2,4) [4,6) [6,8) */
+  CU_ASSERT_EQUAL(y[0], 3);
+  CU_ASSERT_EQUAL(ix[0], 1);
+  CU_ASSERT(isnan(y[1]));
+  CU_ASSERT_EQUAL(ix[1], 3);
+  CU_ASSERT(isnan(y[2]));
+  CU_ASSERT_EQUAL(ix[2], 5);
+  CU_ASSERT_EQUAL(y[3], -INFINITY);
+  CU_ASSERT_EQUAL(ix[3], 6);
+  /* backward: 1 + 2^-8 three times onto one element; in bf16 each add
+   * rounds (1, then 2 + 2^-8 -> 2, then 3 + 2^-8 -> 3), in float32 not */
+  float g[3] = {1, 1 + 0x1p-8f, 1 + 0x1p-8f}, dx[2];
+  int64_t bi[3] = {1, 1, 1};
+  hpu_node_t b = node(HPU_OP_ADAPTIVE_MAX_POOL_BACKWARD, T4(g, HPU_FLOAT32, 1, 1, 1, 3), T4(dx, HPU_FLOAT32, 1, 1, 1, 2));
+  b.num_inputs = 2;
+  b.inputs[1] = T4(bi, HPU_INT64, 1, 1, 1, 3);
+  b.params.nn.i[0] = HPU_BFLOAT16;
+  CU_ASSERT_EQUAL_FATAL(hpu_node_validate(&b), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_node_execute(&b), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(dx[0], 0);
+  CU_ASSERT_EQUAL(dx[1], 3);
+  b.params.nn.i[0] = HPU_FLOAT32;
+  CU_ASSERT_EQUAL(hpu_node_execute(&b), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(dx[1], 3 + 0x1p-7f);
+  bi[2] = 2;
+  CU_ASSERT_EQUAL(hpu_node_execute(&b), HPU_ERROR_OUT_OF_RANGE);
+  b.params.nn.i[0] = HPU_INT32; /* no such rounding */
+  CU_ASSERT_EQUAL(hpu_node_validate(&b), HPU_ERROR_INVALID_ARGUMENT);
+}
+
+/* Max unpooling: zero, then each value at its index in input order (a
+ * repeated index keeps the last); a bad index fails the node and writes
+ * nothing for itself. */
+static void test_unpool(void) {
+  int16_t x[2 * 3] = {1, 2, 3, 4, 5, 6}, y[2 * 4];
+  int64_t ix[2 * 3] = {3, 0, 3, 1, 1, 2};
+  hpu_node_t n = node(HPU_OP_MAX_UNPOOL, T4(x, HPU_INT16, 2, 1, 1, 3), T4(y, HPU_INT16, 2, 1, 2, 2));
+  n.num_inputs = 2;
+  n.inputs[1] = T4(ix, HPU_INT64, 2, 1, 1, 3);
+  CU_ASSERT_EQUAL_FATAL(hpu_node_validate(&n), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_node_execute(&n), HPU_SUCCESS);
+  int16_t want[8] = {2, 0, 0, 3, 0, 5, 6, 0};
+  CU_ASSERT_EQUAL(memcmp(y, want, sizeof want), 0);
+  ix[4] = 4;
+  CU_ASSERT_EQUAL(hpu_node_execute(&n), HPU_ERROR_OUT_OF_RANGE);
+  CU_ASSERT_PTR_NOT_NULL(strstr(hpu_last_error(), "invalid max index: 4 (output volumes are of size 2x2)"));
+  CU_ASSERT_EQUAL(y[4], 0);
+  CU_ASSERT_EQUAL(y[5], 4);
+  int32_t i32[6] = {0};
+  n.inputs[1] = T4(i32, HPU_INT32, 2, 1, 1, 3);
+  CU_ASSERT_EQUAL(hpu_node_validate(&n), HPU_ERROR_INVALID_ARGUMENT);
+}
+
+/* im2col of a 3 x 3 counter, 2 x 2 blocks with padding 1 and stride 2
+ * (2 x 2 blocks), then col2im of ones counts the blocks over each pixel. */
+static void test_fold(void) {
+  float x[9], c[4 * 4], y[9];
+  for (int i = 0; i < 9; i++) x[i] = (float)(i + 1);
+  hpu_node_t n = node(HPU_OP_IM2COL, T4(x, HPU_FLOAT32, 1, 1, 3, 3), T4(c, HPU_FLOAT32, 1, 4, 2, 2));
+  n.params.nn.i[0] = 2, n.params.nn.i[1] = 2, n.params.nn.i[2] = 1, n.params.nn.i[3] = 1;
+  n.params.nn.sizes[0] = 1, n.params.nn.sizes[1] = 1, n.params.nn.strides[0] = 2, n.params.nn.strides[1] = 2;
+  CU_ASSERT_EQUAL_FATAL(hpu_node_validate(&n), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_node_execute(&n), HPU_SUCCESS);
+  /* tap (a, b) of block (i, j) reads pixel (2i - 1 + a, 2j - 1 + b) */
+  float want[16] = {0, 0, 0, 5, 0, 0, 4, 6, 0, 2, 0, 8, 1, 3, 7, 9};
+  for (int i = 0; i < 16; i++) CU_ASSERT_EQUAL(c[i], want[i]);
+  for (int i = 0; i < 16; i++) c[i] = 1;
+  hpu_node_t b = node(HPU_OP_COL2IM, T4(c, HPU_FLOAT32, 1, 4, 2, 2), T4(y, HPU_FLOAT32, 1, 1, 3, 3));
+  b.params = n.params;
+  b.params.nn.sizes[2] = HPU_FLOAT32;
+  CU_ASSERT_EQUAL_FATAL(hpu_node_validate(&b), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_node_execute(&b), HPU_SUCCESS);
+  for (int i = 0; i < 9; i++) CU_ASSERT_EQUAL(y[i], 1);
+  /* columns that do not match the image are refused */
+  b.params.nn.strides[0] = 1;
+  CU_ASSERT_EQUAL(hpu_node_validate(&b), HPU_ERROR_INVALID_ARGUMENT);
+}
+
 int main(void) {
   CU_initialize_registry();
   CU_pSuite s = CU_add_suite("vision", NULL, NULL);
@@ -209,6 +299,9 @@ int main(void) {
   CU_add_test(s, "float64 bilinear upsampling and its backward", test_linear_f64);
   CU_add_test(s, "adaptive average pooling 3-d of ones", test_adaptive_pool);
   CU_add_test(s, "reflection and replication padding of a counter", test_pad);
+  CU_add_test(s, "adaptive max pooling: ties, NaN, -inf; backward rounding and bad index", test_adaptive_max);
+  CU_add_test(s, "max unpooling: last write wins, bad index", test_unpool);
+  CU_add_test(s, "im2col of a counter, col2im of ones", test_fold);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failed = CU_get_number_of_failures();
