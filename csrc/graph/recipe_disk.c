@@ -50,7 +50,8 @@
  * operands may broadcast; 4-7: op codes renumbered (ops added); 8: the
  * checksum covers the header and the signature too; 9: op codes renumbered
  * (the pointwise tail, the special functions); 10: op codes renumbered (the
- * vision family's adaptive max pooling, max unpooling, im2col / col2im). */
+ * vision family's adaptive max pooling, max unpooling, im2col / col2im; the
+ * tail family's searchsorted and histogram). */
 #define VERSION 10
 
 typedef struct header {

@@ -31,12 +31,9 @@ FALLBACK = {
         # vision
         "nn.functional.conv3d", "nn.functional.conv_transpose1d", "nn.functional.conv_transpose2d",
         "nn.functional.conv_transpose3d", "nn.functional.avg_pool3d", "nn.functional.max_pool3d",
-        "nn.functional.adaptive_max_pool1d", "nn.functional.adaptive_max_pool2d",
-        "nn.functional.adaptive_max_pool3d", "nn.functional.fractional_max_pool2d",
-        "nn.functional.fractional_max_pool3d", "nn.functional.max_unpool1d", "nn.functional.max_unpool1d.grad",
-        "nn.functional.max_unpool2d", "nn.functional.max_unpool2d.grad", "nn.functional.max_unpool3d",
-        "nn.functional.max_unpool3d.grad", "nn.functional.grid_sample", "grid_sampler_2d", "grid_sampler_3d",
-        "nn.functional.interpolate.bicubic", "_upsample_bilinear2d_aa", "nn.functional.unfold",
+        "nn.functional.fractional_max_pool2d", "nn.functional.fractional_max_pool3d",
+        "nn.functional.grid_sample", "grid_sampler_2d", "grid_sampler_3d",
+        "nn.functional.interpolate.bicubic", "_upsample_bilinear2d_aa",
         # losses and distances
         "nn.functional.ctc_loss", "nn.functional.multi_margin_loss", "nn.functional.multilabel_margin_loss",
         "nn.functional.pdist", "cdist", "nn.functional.embedding_bag",
