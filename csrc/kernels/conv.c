@@ -83,12 +83,12 @@ static hpu_status_t need_shape(const char *name, const hpu_tensor_t *t, const ch
   return HPU_SUCCESS;
 }
 
-/* The dtype every operand has: float64 when the input x is, int64 when a
- * forward's x is, else float32. */
+/* The dtype every operand has: float64 or int64 when the input x is, else
+ * float32. */
 static hpu_dtype_t node_dtype(const hpu_node_t *n) {
   int xi = n->op == HPU_OP_CONV ? 0 : 1;
   hpu_dtype_t d = n->num_inputs > xi ? n->inputs[xi].dtype : HPU_FLOAT32;
-  if (d == HPU_FLOAT64 || (d == HPU_INT64 && n->op == HPU_OP_CONV)) return d;
+  if (d == HPU_FLOAT64 || d == HPU_INT64) return d;
   return HPU_FLOAT32;
 }
 
@@ -230,8 +230,8 @@ static hpu_status_t oom(void) {
 #undef T
 #undef DT
 #undef FN
-/* int64: the forward only (the CPU's integer convolution has no gradient) */
-#define CONV_NO_BACKWARD
+/* int64: the CPU's integer convolution has no gradient, but its transposed
+ * convolution is the backward node's dx */
 #define T int64_t
 #define DT HPU_INT64
 #define FN(x) x##_i64
@@ -239,11 +239,10 @@ static hpu_status_t oom(void) {
 #undef T
 #undef DT
 #undef FN
-#undef CONV_NO_BACKWARD
 
 hpu_status_t hpu_conv_execute(const hpu_node_t *n) {
   hpu_dtype_t dt = node_dtype(n);
   if (n->op == HPU_OP_CONV)
     return dt == HPU_INT64 ? conv_forward_i64(n) : dt == HPU_FLOAT64 ? conv_forward_f64(n) : conv_forward_f32(n);
-  return dt == HPU_FLOAT64 ? conv_backward_f64(n) : conv_backward_f32(n);
+  return dt == HPU_INT64 ? conv_backward_i64(n) : dt == HPU_FLOAT64 ? conv_backward_f64(n) : conv_backward_f32(n);
 }

@@ -1,9 +1,8 @@
 /* The convolution of conv.c for one element type, included there with T
- * (float / double / int64_t), DT (its hpu dtype), FN(x) (the name's suffix)
- * and CONV_NO_BACKWARD for a type without gradients: the GEMMs run on the
- * matmul kernel in that dtype (float64: OpenBLAS dgemm; int64: its exact,
- * wrapping integer loop), im2col / col2im move T. The float copy is the
- * float code it always was. */
+ * (float / double / int64_t), DT (its hpu dtype) and FN(x) (the name's
+ * suffix): the GEMMs run on the matmul kernel in that dtype (float64:
+ * OpenBLAS dgemm; int64: its exact, wrapping integer loop), im2col /
+ * col2im move T. The float copy is the float code it always was. */
 
 /* ---- GEMMs through the matmul kernel ---------------------------------- */
 
@@ -72,7 +71,6 @@ static void FN(im2col_rows)(void *ctx, int64_t r_begin, int64_t r_end) {
   }
 }
 
-#ifndef CONV_NO_BACKWARD
 /* dx planes (b, g, c) += the panel's columns that came from them. */
 static void FN(col2im_planes)(void *ctx, int64_t q_begin, int64_t q_end) {
   const FN(panel_t) *p = ctx;
@@ -96,7 +94,6 @@ static void FN(col2im_planes)(void *ctx, int64_t q_begin, int64_t q_end) {
       }
   }
 }
-#endif
 
 static void FN(run_im2col)(FN(panel_t) *p) {
   int64_t rows = p->g->G * p->g->K;
@@ -174,7 +171,6 @@ static hpu_status_t FN(conv_forward)(const hpu_node_t *n) {
   return HPU_SUCCESS;
 }
 
-#ifndef CONV_NO_BACKWARD
 /* ---- backward ----------------------------------------------------------- */
 
 typedef struct {
@@ -313,4 +309,3 @@ static hpu_status_t FN(conv_backward)(const hpu_node_t *n) {
   free(dyt);
   return HPU_SUCCESS;
 }
-#endif

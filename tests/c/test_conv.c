@@ -165,7 +165,8 @@ static void test_conv_f64_by_definition(void) {
 }
 
 /* int64 forward (stride 2, padding, 2 groups, bias) against the definition,
- * exactly; an int64 backward is refused (the CPU's has no gradient). */
+ * exactly, and the input gradient (what an int64 transposed convolution
+ * runs) exactly too. */
 static void test_conv_int64(void) {
   enum { N = 2, C = 4, H = 5, W = 6, Co = 4, K = 3, G = 2, Cg = C / G, OH = 3, OW = 3 };
   int64_t x[N * C * H * W], w[Co * Cg * K * K], b[Co], y[N * Co * OH * OW];
@@ -199,15 +200,33 @@ static void test_conv_int64(void) {
               }
           CU_ASSERT_EQUAL(y[((n * Co + o) * OH + i) * OW + j], s);
         }
+  /* the input gradient (an int64 transposed convolution), with y as dy */
+  int64_t dx[N * C * H * W], want[N * C * H * W];
+  memset(want, 0, sizeof want);
+  for (int n = 0; n < N; n++)
+    for (int o = 0; o < Co; o++)
+      for (int i = 0; i < OH; i++)
+        for (int j = 0; j < OW; j++)
+          for (int ci = 0; ci < Cg; ci++)
+            for (int kh = 0; kh < K; kh++)
+              for (int kw = 0; kw < K; kw++) {
+                int ih = 2 * i - 1 + kh, iw = 2 * j - 1 + kw;
+                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                want[((n * C + o / (Co / G) * Cg + ci) * H + ih) * W + iw] +=
+                    y[((n * Co + o) * OH + i) * OW + j] * w[((o * Cg + ci) * K + kh) * K + kw];
+              }
   hpu_node_t bw = conv_node(HPU_OP_CONV_BACKWARD, &c);
+  bw.compute_dtype = HPU_INT64;
   bw.num_inputs = 3;
   bw.inputs[0] = f.outputs[0];
   bw.inputs[1] = f.inputs[0];
   bw.inputs[2] = f.inputs[1];
   bw.num_outputs = 3;
-  bw.outputs[0] = f.inputs[0];
+  bw.outputs[0] = T4(dx, N, C, H, W);
   bw.params.nn.i[1] = 1;
-  CU_ASSERT_EQUAL(hpu_node_validate(&bw), HPU_ERROR_UNSUPPORTED);
+  CU_ASSERT_EQUAL_FATAL(hpu_node_validate(&bw), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_node_execute(&bw), HPU_SUCCESS);
+  CU_ASSERT(memcmp(dx, want, sizeof dx) == 0);
   g_dt = HPU_FLOAT32;
 }
 

@@ -1,6 +1,8 @@
 """Convolutions on the card (csrc/kernels/conv.c) against PyTorch's CPU
 convolution: forward and all three gradients, 1-d and 2-d, stride, padding,
 dilation, groups (depthwise too), bias or not, float32, bf16 and float64,
+transposed convolutions (as the input gradient of the convolution they
+transpose),
 the int64 forward exactly, and no CPU fallback. Bad arguments raise PyTorch's errors."""
 import pytest
 import torch
@@ -78,6 +80,83 @@ def test_conv1d_matches_cpu(case, dtype, fallback_counts):
     assert fallback_counts() == {}
 
 
+# Transposed: (N, Cin, H, W, Cout, kernel, stride, padding, output_padding, dilation, groups)
+CASES_T = [
+    (2, 4, 5, 6, 3, 3, 1, 1, 0, 1, 1),           # stride 1: the dx-as-convolution path
+    (2, 8, 5, 6, 4, 2, 2, 0, 0, 1, 1),           # U-Net up-sampling: 2x2, stride 2
+    (1, 6, 7, 5, 6, 3, 2, 1, 1, 1, 3),           # output_padding, groups
+    (2, 4, 5, 6, 3, (3, 2), (2, 3), (1, 0), (1, 2), (2, 1), 1),  # rectangular everything
+    (3, 4, 4, 4, 8, 4, 2, 1, 0, 1, 4),           # DCGAN-style 4x4 stride 2, grouped
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+@pytest.mark.parametrize("case", CASES_T)
+def test_conv_transpose2d_matches_cpu(case, dtype, fallback_counts):
+    N, C, H, W, Co, k, s, p, op, d, g = case
+    kh, kw = (k, k) if isinstance(k, int) else k
+    torch.manual_seed(0)
+    x, w, b = torch.randn(N, C, H, W, dtype=dtype), torch.randn(C, Co // g, kh, kw, dtype=dtype), \
+        torch.randn(Co, dtype=dtype)
+    kwargs = dict(stride=s, padding=p, output_padding=op, dilation=d, groups=g)
+    for bias in (b, None):
+        out = []
+        for dev in ("cpu", "hpu"):
+            leaves = [t.detach().to(dev).requires_grad_() for t in (x, w, bias) if t is not None]
+            y = F.conv_transpose2d(*leaves, **kwargs) if bias is not None else \
+                F.conv_transpose2d(*leaves, None, **kwargs)
+            torch.manual_seed(1)
+            y.backward(torch.randn(y.shape, dtype=dtype).to(dev))
+            out.append([y.detach().cpu()] + [t.grad.cpu() for t in leaves])
+        compare(*out, dtype)
+    assert fallback_counts() == {}
+
+
+def test_conv_transpose1d_unbatched_and_grad_subsets(fallback_counts):
+    torch.manual_seed(0)
+    up = torch.nn.ConvTranspose1d(4, 5, 3, stride=2, padding=1, output_padding=1)
+    hup = torch.nn.ConvTranspose1d(4, 5, 3, stride=2, padding=1, output_padding=1).to("hpu")
+    hup.load_state_dict(up.state_dict())
+    x = torch.randn(2, 4, 9)
+    for xin in (x, x[0], x.transpose(1, 2).contiguous().transpose(1, 2)):  # batched, unbatched, strided
+        torch.testing.assert_close(hup(xin.to("hpu")).cpu(), up(xin), rtol=1e-5, atol=1e-5)
+    # frozen weights: the input gradient alone; then the weight gradient alone
+    hup.requires_grad_(False)
+    up.requires_grad_(False)
+    xc, xh = x.clone().requires_grad_(), x.to("hpu").requires_grad_()
+    up(xc).square().sum().backward()
+    hup(xh).square().sum().backward()
+    torch.testing.assert_close(xh.grad.cpu(), xc.grad, rtol=1e-5, atol=1e-4)
+    up.weight.requires_grad_(True)
+    hup.weight.requires_grad_(True)
+    up(x).square().sum().backward()
+    hup(x.to("hpu")).square().sum().backward()
+    torch.testing.assert_close(hup.weight.grad.cpu(), up.weight.grad, rtol=1e-5, atol=1e-4)
+    assert fallback_counts() == {}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_conv_transpose_output_padding_past_stride(dtype, fallback_counts):
+    """output_padding may reach the dilation, past the stride: the input is
+    then the output gradient of its convolution with zero rows appended."""
+    torch.manual_seed(0)
+    x, w, b = torch.randn(2, 2, 4, 4), torch.randn(2, 3, 4, 5), torch.randn(3)
+    if dtype == torch.int64:
+        x, w, b = (t.mul(4).round().long() for t in (x, w, b))
+    kw = dict(stride=(3, 2), padding=(1, 2), output_padding=(2, 3), dilation=(4, 4))
+    leaves = [t.clone().requires_grad_(dtype.is_floating_point) for t in (x, w, b)]
+    hleaves = [t.to("hpu").requires_grad_(dtype.is_floating_point) for t in (x, w, b)]
+    y, yh = F.conv_transpose2d(*leaves, **kw), F.conv_transpose2d(*hleaves, **kw)
+    if dtype == torch.int64:
+        assert torch.equal(yh.cpu(), y)
+    else:
+        g = torch.randn(y.shape)
+        y.backward(g)
+        yh.backward(g.to("hpu"))
+        compare([y.detach()] + [t.grad for t in leaves], [yh.detach().cpu()] + [t.grad.cpu() for t in hleaves], dtype)
+    assert fallback_counts() == {}
+
+
 def test_conv_layouts_and_batchless(fallback_counts):
     torch.manual_seed(0)
     conv = torch.nn.Conv2d(4, 6, 3, padding=1)
@@ -128,6 +207,9 @@ def test_conv_under_autocast(fallback_counts):
     (lambda x, w: F.conv2d(x, w, groups=2), "groups|channels"),
     (lambda x, w: F.conv2d(x[:, :, :2, :2], w), "Kernel size"),
     (lambda x, w: F.conv2d(x, w.cpu()), "device"),
+    (lambda x, w: F.conv_transpose2d(x, w[:, :, :2]), "channels|weight"),
+    (lambda x, w: F.conv_transpose2d(x[:, :, :1, :1], w.transpose(0, 1), padding=3), "output size|too small"),
+    (lambda x, w: F.conv_transpose2d(x, w.transpose(0, 1), output_padding=2, stride=2), "output padding"),
 ])
 def test_conv_bad_input(bad, match):
     x = torch.randn(2, 3, 8, 8, device="hpu")
@@ -150,4 +232,9 @@ def test_conv_int64_forward_matches_cpu(case, fallback_counts):
     assert y.dtype == torch.int64 and torch.equal(y.cpu(), F.conv2d(x, w, b, **kw))
     y1 = F.conv1d(x[:, :, 0].to("hpu"), w[:, :, 0].to("hpu"), None, stride=s, padding=p, dilation=d, groups=g)
     assert torch.equal(y1.cpu(), F.conv1d(x[:, :, 0], w[:, :, 0], None, stride=s, padding=p, dilation=d, groups=g))
+    # the transposed convolution of the same tensors (w read as [Cin, Cout / g, k, k])
+    wt = torch.randint(-9, 9, (C, Co // g, k, k))
+    kt = dict(stride=s, padding=min(p, d * (k - 1)), dilation=d, groups=g)
+    yt = F.conv_transpose2d(x.to("hpu"), wt.to("hpu"), b.to("hpu"), **kt)
+    assert yt.dtype == torch.int64 and torch.equal(yt.cpu(), F.conv_transpose2d(x, wt, b, **kt))
     assert fallback_counts() == {}

@@ -29,8 +29,7 @@ FALLBACK = {
     **dict.fromkeys(["nn.functional.interpolate.bilinear", "nn.functional.upsample_bilinear"], UINT8),
     **dict.fromkeys([
         # vision
-        "nn.functional.conv3d", "nn.functional.conv_transpose1d", "nn.functional.conv_transpose2d",
-        "nn.functional.conv_transpose3d", "nn.functional.avg_pool3d", "nn.functional.max_pool3d",
+        "nn.functional.conv3d", "nn.functional.conv_transpose3d", "nn.functional.avg_pool3d", "nn.functional.max_pool3d",
         "nn.functional.fractional_max_pool2d", "nn.functional.fractional_max_pool3d",
         "nn.functional.grid_sample", "grid_sampler_2d", "grid_sampler_3d",
         "nn.functional.interpolate.bicubic", "_upsample_bilinear2d_aa",
