@@ -21,6 +21,7 @@
 
 #include "hpu/parallel.h"
 #include "kernels/conv_igemm.h"
+#include "kernels/conv_winograd.h"
 #include "kernels/kernels.h"
 #include "kernels/nn_util.h"
 

@@ -151,6 +151,12 @@ static void conv_cases(void) {
   check_case((cs_t){2, 4, 7, 7, 4, 3, 3, 1, 1, 2, 2, 2, 2, 4});     /* depthwise */
   check_case((cs_t){1, 16, 40, 40, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1}); /* one image in row bands */
   check_case((cs_t){1, 2, 3, 3, 2, 5, 5, 1, 1, 2, 2, 1, 1, 1});     /* kernel wider than the input */
+  /* 3x3, stride 1, >= 16 channels: Winograd F(2x2, 3x3) where the CPU has
+   * AVX-512 (forward, and dx as a convolution), odd sizes, every padding */
+  check_case((cs_t){2, 16, 9, 11, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1}); /* tiles in tasks */
+  check_case((cs_t){3, 20, 13, 5, 17, 3, 3, 1, 1, 2, 2, 1, 1, 1}); /* padding 2 */
+  check_case((cs_t){1, 96, 6, 6, 80, 3, 3, 1, 1, 0, 0, 1, 1, 1}); /* few tiles: three passes */
+  check_case((cs_t){2, 16, 4, 70, 16, 3, 3, 1, 1, 1, 0, 1, 1, 1}); /* a tile row over several panels */
 }
 
 static void test_conv_by_definition(void) {

@@ -19,6 +19,11 @@ CASES_2D = [
     (2, 3, 12, 12, 5, (7, 5), (2, 3), (3, 1), (1, 2), 1),  # stem-like, rectangular
     (5, 6, 4, 4, 6, 3, 1, 1, 1, 3),          # several images per column panel
     (1, 16, 40, 40, 8, 3, 1, 1, 1, 1),       # one image over several row bands
+    # 3x3 / 1 with >= 16 channels: Winograd F(2x2, 3x3) on AVX-512 CPUs
+    (2, 16, 9, 11, 24, 3, 1, 1, 1, 1),       # tiles in tasks, odd sizes
+    (3, 20, 13, 5, 17, 3, 1, 2, 1, 1),       # padding 2
+    (1, 96, 6, 6, 80, 3, 1, 0, 1, 1),        # few tiles, many channels: three passes
+    (2, 16, 4, 70, 16, 3, 1, (1, 0), 1, 1),  # a tile row over several panels
 ]
 
 

@@ -1,0 +1,385 @@
+/* Winograd F(2x2, 3x3) forward convolution (float32, NCHW, one group, 3x3
+ * kernel, stride 1, dilation 1) on AVX-512. Each 2x2 block of output
+ * pixels (a tile) comes from a 4x4 input patch d; with U = G g G^T (the
+ * 3x3 filter g made 4x4) and V = B^T d B, the tile is A^T (sum over input
+ * channels of U . V) A: 16 products per tile and channel pair instead of
+ * the direct form's 36, i.e. 16 GEMMs [Co x C] @ [C x tiles], one per
+ * position of the 4x4. F(2, 3)'s transforms hold only 0, +-1 and 1/2, so
+ * the rounding stays that of a sum of a few more terms (docs/NUMERICS.md);
+ * larger tiles (F(4, 3)) would take 4x fewer products but scale errors by
+ * their fractions.
+ *
+ * Tiles of all images are numbered (n * TH + th) * TW + tw and cut into
+ * tasks of up to MAX_PANELS panels of 32. A task transforms its tiles'
+ * patches straight into the GEMM's packed B layout (panel p: [C][32]),
+ * runs the 16 products on the GEMM's tile kernel (gemm.h) into M [16][Co]
+ * [tiles] in k slices of KC (a slice of U and of the panels stay in L2),
+ * and transforms M into y with the bias. U is made once per call. */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
+#include "hpu/device.h"
+#include "hpu/parallel.h"
+#include "kernels/conv_winograd.h"
+#include "kernels/gemm.h"
+#include "kernels/isa.h"
+#include "kernels/kernels.h"
+
+#define PANEL HPU_GEMM_PANEL
+#define KC 256       /* k steps per slice */
+#define MAX_PANELS 4 /* per task: 128 tiles, 512 output pixels */
+
+static int enabled(void) {
+  static _Atomic int state = -1; /* -1: HPU_CONV_WINOGRAD not read yet */
+  int s = atomic_load(&state);
+  if (s < 0) {
+    const char *e = getenv("HPU_CONV_WINOGRAD");
+    s = !(e && e[0] == '0');
+    atomic_store(&state, s);
+  }
+  return s;
+}
+
+int hpu_conv_winograd_suits(const hpu_conv_winograd_t *g) {
+  if (!enabled() || hpu_gemm_tile_kernel(HPU_FLOAT32) != HPU_GEMM_F32FMA) return 0;
+  /* few channels: the transforms cost more than the products they save */
+  return g->C >= 16 && g->Co >= 16 && g->ph <= 2 && g->pw <= 2 && g->OH >= 2 && g->OW >= 2;
+}
+
+#if HPU_HAVE_ISA_CLONES
+
+typedef struct {
+  const hpu_conv_winograd_t *g;
+  const float *x, *bias;
+  const float *u; /* [16][Co][C] */
+  float *y;
+  int64_t TH, TW, tiles, per_task;
+  _Atomic int oom;
+} wino_t;
+
+typedef struct {
+  const float *w;
+  float *u;
+  int64_t Co, C;
+} filter_t;
+
+/* U = G g G^T for every (co, c): 16 matrices [Co][C], 16 channels at a
+ * time (their filters gathered 9 floats apart). */
+HPU_ATTR_avx512 static void filter_range(void *vctx, int64_t begin, int64_t end) {
+  const filter_t *ft = vctx;
+  int64_t Co = ft->Co, C = ft->C;
+  const __m512i step = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                          _mm512_set1_epi32(9));
+  const __m512 half = _mm512_set1_ps(0.5f);
+  for (int64_t co = begin; co < end; co++)
+    for (int64_t c = 0; c < C; c += 16) {
+      __mmask16 m = C - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (C - c)) - 1);
+      const float *f = ft->w + (co * C + c) * 9;
+      __m512 g[9], t[4][3];
+      for (int j = 0; j < 9; j++) g[j] = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, step, f + j, 4);
+      for (int j = 0; j < 3; j++) { /* G g */
+        t[0][j] = g[j];
+        t[1][j] = _mm512_mul_ps(half, _mm512_add_ps(_mm512_add_ps(g[j], g[3 + j]), g[6 + j]));
+        t[2][j] = _mm512_mul_ps(half, _mm512_add_ps(_mm512_sub_ps(g[j], g[3 + j]), g[6 + j]));
+        t[3][j] = g[6 + j];
+      }
+      float *u = ft->u + co * C + c;
+      for (int r = 0; r < 4; r++) { /* (G g) G^T */
+        _mm512_mask_storeu_ps(u + (4 * r + 0) * Co * C, m, t[r][0]);
+        _mm512_mask_storeu_ps(u + (4 * r + 1) * Co * C, m,
+                              _mm512_mul_ps(half, _mm512_add_ps(_mm512_add_ps(t[r][0], t[r][1]), t[r][2])));
+        _mm512_mask_storeu_ps(u + (4 * r + 2) * Co * C, m,
+                              _mm512_mul_ps(half, _mm512_add_ps(_mm512_sub_ps(t[r][0], t[r][1]), t[r][2])));
+        _mm512_mask_storeu_ps(u + (4 * r + 3) * Co * C, m, t[r][2]);
+      }
+    }
+}
+
+/* V = B^T d B of the len (<= 32) tiles (n, th, tw0 ..) for every channel:
+ * tile k of channel c at v + c * cs + k in each of the 16 matrices (vs
+ * floats apart). The 4 input rows of a channel are first
+ * copied into zero-padded row buffers; then 16 tiles at a time, column s
+ * of their patches is every other element from 2k + s, split out of two
+ * loads by one permute. */
+HPU_ATTR_avx512 static void input_segment(const wino_t *t, int64_t n, int64_t th, int64_t tw0, int64_t len,
+                                          float *v, int64_t vs, int64_t cs) {
+  const hpu_conv_winograd_t *g = t->g;
+  /* 2 * 32 + 2 patch columns, and room for the last block's full-width loads */
+  float rb[4][2 * PANEL + 2 + 2 * 16];
+  int64_t width = 2 * len + 2, col0 = 2 * tw0 - g->pw;
+  int64_t lo = col0 < 0 ? -col0 : 0, hi = g->W - col0 < width ? g->W - col0 : width; /* in-image columns */
+  if (hi < lo) hi = lo;
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  for (int r = 0; r < 4; r++) memset(rb[r], 0, sizeof rb[r]);
+  for (int64_t c = 0; c < g->C; c++) {
+    const float *plane = t->x + (n * g->C + c) * g->H * g->W;
+    for (int r = 0; r < 4; r++) {
+      int64_t ih = 2 * th - g->ph + r;
+      if (ih < 0 || ih >= g->H) continue; /* stays zero: rows out of the image are the same for every c */
+      memcpy(rb[r] + lo, plane + ih * g->W + col0 + lo, sizeof(float) * (size_t)(hi - lo));
+    }
+    float *dst = v + c * cs;
+    for (int64_t k = 0; k < len; k += 16) {
+      __mmask16 m = len - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (len - k)) - 1);
+      __m512 d[4][4], e[4][4];
+      for (int r = 0; r < 4; r++) {
+        __m512 a = _mm512_loadu_ps(rb[r] + 2 * k), b = _mm512_loadu_ps(rb[r] + 2 * k + 16);
+        __m512 a2 = _mm512_loadu_ps(rb[r] + 2 * k + 2), b2 = _mm512_loadu_ps(rb[r] + 2 * k + 18);
+        d[r][0] = _mm512_permutex2var_ps(a, even, b);
+        d[r][1] = _mm512_permutex2var_ps(a, odd, b);
+        d[r][2] = _mm512_permutex2var_ps(a2, even, b2);
+        d[r][3] = _mm512_permutex2var_ps(a2, odd, b2);
+      }
+      for (int s = 0; s < 4; s++) { /* B^T d */
+        e[0][s] = _mm512_sub_ps(d[0][s], d[2][s]);
+        e[1][s] = _mm512_add_ps(d[1][s], d[2][s]);
+        e[2][s] = _mm512_sub_ps(d[2][s], d[1][s]);
+        e[3][s] = _mm512_sub_ps(d[1][s], d[3][s]);
+      }
+      for (int r = 0; r < 4; r++) { /* (B^T d) B */
+        _mm512_mask_storeu_ps(dst + (4 * r + 0) * vs + k, m, _mm512_sub_ps(e[r][0], e[r][2]));
+        _mm512_mask_storeu_ps(dst + (4 * r + 1) * vs + k, m, _mm512_add_ps(e[r][1], e[r][2]));
+        _mm512_mask_storeu_ps(dst + (4 * r + 2) * vs + k, m, _mm512_sub_ps(e[r][2], e[r][1]));
+        _mm512_mask_storeu_ps(dst + (4 * r + 3) * vs + k, m, _mm512_sub_ps(e[r][1], e[r][3]));
+      }
+    }
+  }
+}
+
+/* y of the len tiles (n, th, tw0 ..) = A^T M A + bias, M's tile k at
+ * m + k (16 matrices ms floats apart, rows of ld). */
+HPU_ATTR_avx512 static void output_segment(const wino_t *t, int64_t n, int64_t th, int64_t tw0, int64_t len,
+                                           const float *m, int64_t ms, int64_t ld) {
+  const hpu_conv_winograd_t *g = t->g;
+  float ob[2][2 * PANEL * MAX_PANELS];
+  int64_t cols = 2 * len < g->OW - 2 * tw0 ? 2 * len : g->OW - 2 * tw0;
+  int rows = 2 * th + 1 < g->OH ? 2 : 1;
+  for (int64_t co = 0; co < g->Co; co++) {
+    const float *src = m + co * ld;
+    float b = t->bias ? t->bias[co] : 0.0f;
+    for (int64_t k = 0; k < len; k++) {
+      float q[4][4], r[2][4];
+      for (int i = 0; i < 16; i++) q[i / 4][i % 4] = src[i * ms + k];
+      for (int s = 0; s < 4; s++) { /* A^T M */
+        r[0][s] = q[0][s] + q[1][s] + q[2][s];
+        r[1][s] = q[1][s] - q[2][s] - q[3][s];
+      }
+      for (int a = 0; a < 2; a++) { /* (A^T M) A */
+        ob[a][2 * k] = r[a][0] + r[a][1] + r[a][2] + b;
+        ob[a][2 * k + 1] = r[a][1] - r[a][2] - r[a][3] + b;
+      }
+    }
+    float *dst = t->y + ((n * g->Co + co) * g->OH + 2 * th) * g->OW + 2 * tw0;
+    for (int a = 0; a < rows; a++) memcpy(dst + a * g->OW, ob[a], sizeof(float) * (size_t)cols);
+  }
+}
+
+/* Calls fn for each run of tiles [t, t + len) of one tile row within
+ * [t0, t0 + nt), cut also where a panel of 32 ends when `panels` is set. */
+typedef void (*segment_fn)(const wino_t *t, void *arg, int64_t n, int64_t th, int64_t tw, int64_t len, int64_t off);
+
+static void for_segments(const wino_t *t, int64_t t0, int64_t nt, int panels, segment_fn fn, void *arg) {
+  for (int64_t i = t0; i < t0 + nt;) {
+    int64_t row = i / t->TW, tw = i % t->TW, n = row / t->TH, th = row % t->TH;
+    int64_t len = t->TW - tw < t0 + nt - i ? t->TW - tw : t0 + nt - i;
+    int64_t off = i - t0;
+    if (panels && PANEL - off % PANEL < len) len = PANEL - off % PANEL;
+    fn(t, arg, n, th, tw, len, off);
+    i += len;
+  }
+}
+
+/* Where tile `off` of a run goes: packed (the GEMM's B panels [C][32]) or
+ * row-major [C][ld]; stride = floats between the 16 matrices. */
+typedef struct {
+  float *buf;
+  int64_t stride, ld;
+  int packed;
+} seg_arg_t;
+
+static void input_cb(const wino_t *t, void *arg, int64_t n, int64_t th, int64_t tw, int64_t len, int64_t off) {
+  seg_arg_t *a = arg;
+  if (a->packed)
+    input_segment(t, n, th, tw, len, a->buf + off / PANEL * t->g->C * PANEL + off % PANEL, a->stride, PANEL);
+  else
+    input_segment(t, n, th, tw, len, a->buf + off, a->stride, a->ld);
+}
+
+static void output_cb(const wino_t *t, void *arg, int64_t n, int64_t th, int64_t tw, int64_t len, int64_t off) {
+  seg_arg_t *a = arg;
+  output_segment(t, n, th, tw, len, a->buf + off, a->stride, a->ld);
+}
+
+static void wino_range(void *vctx, int64_t begin, int64_t end) {
+  wino_t *t = vctx;
+  const hpu_conv_winograd_t *g = t->g;
+  int64_t C = g->C, Co = g->Co, most = t->per_task * PANEL;
+  int64_t vs = t->per_task * C * PANEL; /* floats of one packed V matrix */
+  float *v = malloc(sizeof(float) * (size_t)(16 * vs + 16 * Co * most));
+  if (!v) {
+    atomic_store(&t->oom, 1);
+    return;
+  }
+  float *m = v + 16 * vs;
+  for (int64_t task = begin; task < end; task++) {
+    int64_t t0 = task * most, nt = t->tiles - t0 < most ? t->tiles - t0 : most;
+    int64_t np = (nt + PANEL - 1) / PANEL;
+    if (nt % PANEL) /* lanes past the last tile: zeros, not stale floats */
+      for (int i = 0; i < 16; i++) memset(v + i * vs + (np - 1) * C * PANEL, 0, sizeof(float) * (size_t)(C * PANEL));
+    seg_arg_t in = {v, vs, 0, 1};
+    for_segments(t, t0, nt, 1, input_cb, &in);
+    for (int i = 0; i < 16; i++)
+      for (int64_t k0 = 0; k0 < C; k0 += KC) {
+        int64_t kc = C - k0 < KC ? C - k0 : KC;
+        hpu_gemm_tile(HPU_GEMM_F32FMA, Co, nt, kc, t->u + i * Co * C + k0, C,
+                      (const uint32_t *)(v + i * vs + k0 * PANEL), C * PANEL, m + i * Co * nt, nt, 1.0f,
+                      k0 == 0 ? 0.0f : 1.0f);
+      }
+    seg_arg_t out = {m, Co * nt, nt, 0};
+    for_segments(t, t0, nt, 0, output_cb, &out);
+  }
+  free(v);
+}
+
+/* Few tiles and many channels: tasks would each read all of U (16 x Co x C
+ * floats) for a thin product. Instead, in three passes: every tile into V
+ * [16][C][tiles], the 16 products as one batch on the GEMM (each reads its
+ * U once), M [16][Co][tiles] into y; rows of tiles in parallel. */
+typedef struct {
+  wino_t *t;
+  float *v, *m;
+} phases_t;
+
+static void phase_input(void *vctx, int64_t begin, int64_t end) {
+  phases_t *p = vctx;
+  const wino_t *t = p->t;
+  int64_t T = t->tiles;
+  seg_arg_t in = {p->v + begin * t->TW, t->g->C * T, T, 0};
+  for_segments(t, begin * t->TW, (end - begin) * t->TW, 1, input_cb, &in);
+}
+
+static void phase_output(void *vctx, int64_t begin, int64_t end) {
+  phases_t *p = vctx;
+  const wino_t *t = p->t;
+  int64_t T = t->tiles;
+  seg_arg_t out = {p->m + begin * t->TW, t->g->Co * T, T, 0};
+  for_segments(t, begin * t->TW, (end - begin) * t->TW, 0, output_cb, &out);
+}
+
+static hpu_status_t run_phases(wino_t *t) {
+  const hpu_conv_winograd_t *g = t->g;
+  int64_t T = t->tiles;
+  float *v = malloc(sizeof(float) * (size_t)(16 * T * (g->C + g->Co)));
+  if (!v) return hpu_error(HPU_ERROR_OUT_OF_MEMORY, "convolution: out of host memory for the Winograd tiles");
+  phases_t p = {t, v, v + 16 * g->C * T};
+  int64_t rows = g->N * t->TH;
+  hpu_parallel_for(rows, 1, phase_input, &p);
+  hpu_gemm_t mm = {.m = g->Co, .n = T, .k = g->C, .a = t->u, .ars = g->C, .acs = 1, .b = p.v, .brs = T, .bcs = 1,
+                   .c = p.m, .crs = T, .ccs = 1, .dt = HPU_FLOAT32, .alpha = 1.0f, .beta = 0.0f};
+  int64_t offs[3 * 16];
+  for (int i = 0; i < 16; i++) {
+    offs[3 * i] = (int64_t)sizeof(float) * i * g->Co * g->C;
+    offs[3 * i + 1] = (int64_t)sizeof(float) * i * g->C * T;
+    offs[3 * i + 2] = (int64_t)sizeof(float) * i * g->Co * T;
+  }
+  if (hpu_gemm_run_batched(&mm, HPU_GEMM_F32FMA, 16, offs) != 0) {
+    free(v);
+    return hpu_error(HPU_ERROR_OUT_OF_MEMORY, "convolution: out of host memory for the Winograd products");
+  }
+  hpu_parallel_for(rows, 1, phase_output, &p);
+  free(v);
+  return HPU_SUCCESS;
+}
+
+hpu_status_t hpu_conv_winograd(const hpu_conv_winograd_t *g, const float *x, const float *w, const float *bias,
+                               float *y) {
+  float *u = malloc(sizeof(float) * (size_t)(16 * g->Co * g->C));
+  if (!u) return hpu_error(HPU_ERROR_OUT_OF_MEMORY, "convolution: out of host memory for the Winograd filters");
+  filter_t ft = {w, u, g->Co, g->C};
+  hpu_parallel_for(g->Co, 8, filter_range, &ft);
+  wino_t t = {g, x, bias, u, y, (g->OH + 1) / 2, (g->OW + 1) / 2, 0, 0, 0};
+  t.tiles = g->N * t.TH * t.TW;
+  int64_t panels = (t.tiles + PANEL - 1) / PANEL;
+  /* at least 4 tasks per thread where the panels allow */
+  int nt = hpu_get_num_threads();
+  int64_t per = panels / (4 * (int64_t)(nt > 0 ? nt : 1));
+  t.per_task = per < 1 ? 1 : per > MAX_PANELS ? MAX_PANELS : per;
+  int64_t tasks = (panels + t.per_task - 1) / t.per_task;
+  atomic_init(&t.oom, 0);
+  /* tasks read U once each; the passes write and read V and M once more */
+  if (tasks * g->Co * g->C > 2 * t.tiles * (g->C + g->Co)) {
+    hpu_status_t st = run_phases(&t);
+    free(u);
+    return st;
+  }
+  hpu_parallel_for(tasks, 1, wino_range, &t);
+  free(u);
+  if (atomic_load(&t.oom))
+    return hpu_error(HPU_ERROR_OUT_OF_MEMORY, "convolution: out of host memory for the Winograd tiles");
+  return HPU_SUCCESS;
+}
+
+#else
+
+/* Few tiles and many channels: tasks would each read all of U (16 x Co x C
+ * floats) for a thin product. Instead, in three passes: every tile into V
+ * [16][C][tiles], the 16 products as one batch on the GEMM (each reads its
+ * U once), M [16][Co][tiles] into y; rows of tiles in parallel. */
+typedef struct {
+  wino_t *t;
+  float *v, *m;
+} phases_t;
+
+static void phase_input(void *vctx, int64_t begin, int64_t end) {
+  phases_t *p = vctx;
+  const wino_t *t = p->t;
+  int64_t T = t->tiles;
+  seg_arg_t in = {p->v + begin * t->TW, t->g->C * T, T, 0};
+  for_segments(t, begin * t->TW, (end - begin) * t->TW, 1, input_cb, &in);
+}
+
+static void phase_output(void *vctx, int64_t begin, int64_t end) {
+  phases_t *p = vctx;
+  const wino_t *t = p->t;
+  int64_t T = t->tiles;
+  seg_arg_t out = {p->m + begin * t->TW, t->g->Co * T, T, 0};
+  for_segments(t, begin * t->TW, (end - begin) * t->TW, 0, output_cb, &out);
+}
+
+static hpu_status_t run_phases(wino_t *t) {
+  const hpu_conv_winograd_t *g = t->g;
+  int64_t T = t->tiles;
+  float *v = malloc(sizeof(float) * (size_t)(16 * T * (g->C + g->Co)));
+  if (!v) return hpu_error(HPU_ERROR_OUT_OF_MEMORY, "convolution: out of host memory for the Winograd tiles");
+  phases_t p = {t, v, v + 16 * g->C * T};
+  int64_t rows = g->N * t->TH;
+  hpu_parallel_for(rows, 1, phase_input, &p);
+  hpu_gemm_t mm = {.m = g->Co, .n = T, .k = g->C, .a = t->u, .ars = g->C, .acs = 1, .b = p.v, .brs = T, .bcs = 1,
+                   .c = p.m, .crs = T, .ccs = 1, .dt = HPU_FLOAT32, .alpha = 1.0f, .beta = 0.0f};
+  int64_t offs[3 * 16];
+  for (int i = 0; i < 16; i++) {
+    offs[3 * i] = (int64_t)sizeof(float) * i * g->Co * g->C;
+    offs[3 * i + 1] = (int64_t)sizeof(float) * i * g->C * T;
+    offs[3 * i + 2] = (int64_t)sizeof(float) * i * g->Co * T;
+  }
+  if (hpu_gemm_run_batched(&mm, HPU_GEMM_F32FMA, 16, offs) != 0) {
+    free(v);
+    return hpu_error(HPU_ERROR_OUT_OF_MEMORY, "convolution: out of host memory for the Winograd products");
+  }
+  hpu_parallel_for(rows, 1, phase_output, &p);
+  free(v);
+  return HPU_SUCCESS;
+}
+
+hpu_status_t hpu_conv_winograd(const hpu_conv_winograd_t *g, const float *x, const float *w, const float *bias,
+                               float *y) {
+  (void)g, (void)x, (void)w, (void)bias, (void)y;
+  return hpu_error(HPU_ERROR_UNSUPPORTED, "convolution: the Winograd path needs AVX-512");
+}
+
+#endif
