@@ -30,7 +30,7 @@ at::Tensor isin_compare(const at::Tensor& elements, const at::Tensor& test) {
   return elements.unsqueeze(-1).eq(test.reshape({-1})).any(-1);
 }
 
-// isin in O(N log N) for N = n + m, without unique (which has no hpu kernel):
+// isin in O(N log N) for N = n + m, without unique (which reads a size on the host):
 // sort test ++ elements, number the runs of equal values, count the test
 // entries in each run (index_add), and an element is in the test set when
 // its run has a test entry. NaN != NaN, so NaN never matches, as on the CPU.
