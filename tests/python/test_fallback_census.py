@@ -35,7 +35,7 @@ FALLBACK = {
         "nn.functional.interpolate.bicubic", "_upsample_bilinear2d_aa",
         # losses and distances
         "nn.functional.ctc_loss", "nn.functional.multi_margin_loss", "nn.functional.multilabel_margin_loss",
-        "nn.functional.pdist", "cdist", "nn.functional.embedding_bag",
+        "nn.functional.pdist", "cdist",
         # segment reductions
         "_segment_reduce.lengths", "_segment_reduce.offsets",
         # math
