@@ -337,56 +337,6 @@ hpu_status_t hpu_conv_winograd(const hpu_conv_winograd_t *g, const float *x, con
 
 #else
 
-/* Few tiles and many channels: tasks would each read all of U (16 x Co x C
- * floats) for a thin product. Instead, in three passes: every tile into V
- * [16][C][tiles], the 16 products as one batch on the GEMM (each reads its
- * U once), M [16][Co][tiles] into y; rows of tiles in parallel. */
-typedef struct {
-  wino_t *t;
-  float *v, *m;
-} phases_t;
-
-static void phase_input(void *vctx, int64_t begin, int64_t end) {
-  phases_t *p = vctx;
-  const wino_t *t = p->t;
-  int64_t T = t->tiles;
-  seg_arg_t in = {p->v + begin * t->TW, t->g->C * T, T, 0};
-  for_segments(t, begin * t->TW, (end - begin) * t->TW, 1, input_cb, &in);
-}
-
-static void phase_output(void *vctx, int64_t begin, int64_t end) {
-  phases_t *p = vctx;
-  const wino_t *t = p->t;
-  int64_t T = t->tiles;
-  seg_arg_t out = {p->m + begin * t->TW, t->g->Co * T, T, 0};
-  for_segments(t, begin * t->TW, (end - begin) * t->TW, 0, output_cb, &out);
-}
-
-static hpu_status_t run_phases(wino_t *t) {
-  const hpu_conv_winograd_t *g = t->g;
-  int64_t T = t->tiles;
-  float *v = malloc(sizeof(float) * (size_t)(16 * T * (g->C + g->Co)));
-  if (!v) return hpu_error(HPU_ERROR_OUT_OF_MEMORY, "convolution: out of host memory for the Winograd tiles");
-  phases_t p = {t, v, v + 16 * g->C * T};
-  int64_t rows = g->N * t->TH;
-  hpu_parallel_for(rows, 1, phase_input, &p);
-  hpu_gemm_t mm = {.m = g->Co, .n = T, .k = g->C, .a = t->u, .ars = g->C, .acs = 1, .b = p.v, .brs = T, .bcs = 1,
-                   .c = p.m, .crs = T, .ccs = 1, .dt = HPU_FLOAT32, .alpha = 1.0f, .beta = 0.0f};
-  int64_t offs[3 * 16];
-  for (int i = 0; i < 16; i++) {
-    offs[3 * i] = (int64_t)sizeof(float) * i * g->Co * g->C;
-    offs[3 * i + 1] = (int64_t)sizeof(float) * i * g->C * T;
-    offs[3 * i + 2] = (int64_t)sizeof(float) * i * g->Co * T;
-  }
-  if (hpu_gemm_run_batched(&mm, HPU_GEMM_F32FMA, 16, offs) != 0) {
-    free(v);
-    return hpu_error(HPU_ERROR_OUT_OF_MEMORY, "convolution: out of host memory for the Winograd products");
-  }
-  hpu_parallel_for(rows, 1, phase_output, &p);
-  free(v);
-  return HPU_SUCCESS;
-}
-
 hpu_status_t hpu_conv_winograd(const hpu_conv_winograd_t *g, const float *x, const float *w, const float *bias,
                                float *y) {
   (void)g, (void)x, (void)w, (void)bias, (void)y;
