@@ -19,32 +19,31 @@ typedef struct {
   int shared, right, floating;     /* 1-d boundaries; upper bound; compare as double */
 } search_t;
 
+/* A value, loaded once in both domains: floating boundaries compare as
+ * double (exact for every floating dtype), integer ones as int64. */
+typedef struct {
+  double f;
+  int64_t i;
+} value_t;
+
 /* Position in [0, row_len] of value v within row `row`, as the CPU's
  * cus_lower_bound / cus_upper_bound. */
-static int64_t bound_f(const search_t *s, const char *bd, const int64_t *sorter, int64_t row, double v) {
+static int64_t bound(const search_t *s, const char *bd, const int64_t *sorter, int64_t row, value_t v) {
   hpu_dtype_t dt = s->n->inputs[0].dtype;
   size_t es = hpu_dtype_size(dt);
   int64_t base = row * s->row_len, lo = base, hi = base + s->row_len;
   while (lo < hi) {
     int64_t mid = lo + ((hi - lo) >> 1);
-    int64_t at = sorter ? sorter[mid] + base : mid;
-    double m = hpu_load_f64(bd + at * (int64_t)es, dt);
-    int go_right = s->right ? !(m > v) : !(m >= v);
-    if (go_right) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo - base;
-}
-
-static int64_t bound_i(const search_t *s, const char *bd, const int64_t *sorter, int64_t row, int64_t v) {
-  hpu_dtype_t dt = s->n->inputs[0].dtype;
-  size_t es = hpu_dtype_size(dt);
-  int64_t base = row * s->row_len, lo = base, hi = base + s->row_len;
-  while (lo < hi) {
-    int64_t mid = lo + ((hi - lo) >> 1);
-    int64_t at = sorter ? sorter[mid] + base : mid;
-    int64_t m = hpu_load_i64(bd + at * (int64_t)es, dt);
-    int go_right = s->right ? !(m > v) : !(m >= v);
+    const char *m = bd + (sorter ? sorter[mid] + base : mid) * (int64_t)es;
+    int greater, equal;
+    if (s->floating) {
+      double x = hpu_load_f64(m, dt);
+      greater = x > v.f, equal = x == v.f;
+    } else {
+      int64_t x = hpu_load_i64(m, dt);
+      greater = x > v.i, equal = x == v.i;
+    }
+    int go_right = s->right ? !greater : !(greater || equal);
     if (go_right) lo = mid + 1;
     else hi = mid;
   }
@@ -62,8 +61,8 @@ static void search_range(void *ctx, int64_t begin, int64_t end) {
   for (int64_t i = begin; i < end; i++) {
     int64_t row = s->shared ? 0 : i / s->values_per_row;
     const char *v = val + i * (int64_t)ves;
-    int64_t pos = s->floating ? bound_f(s, bd, sorter, row, hpu_load_f64(v, vdt))
-                              : bound_i(s, bd, sorter, row, hpu_load_i64(v, vdt));
+    value_t value = {s->floating ? hpu_load_f64(v, vdt) : 0, s->floating ? 0 : hpu_load_i64(v, vdt)};
+    int64_t pos = bound(s, bd, sorter, row, value);
     hpu_store_i64(out + i * (int64_t)oes, odt, pos);
   }
 }
