@@ -61,6 +61,34 @@ void check_geometry(at::IntArrayRef stride, at::IntArrayRef padding, at::IntArra
   for (int64_t d : dilation) TORCH_CHECK(d > 0, "dilation should be greater than zero");
 }
 
+// Runs HPU_OP_CONV n (geometry set) of x with w and bias b (undefined:
+// none) into y.
+void conv_forward_node(hpu_node_t n, const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
+                       const at::Tensor& y) {
+  n.num_inputs = 0;
+  n.inputs[n.num_inputs++] = to_desc(x);
+  n.inputs[n.num_inputs++] = to_desc(w);
+  if (b.defined()) {
+    n.inputs[n.num_inputs++] = to_desc(b);
+    n.params.nn.i[1] = 1;
+  }
+  n.num_outputs = 1;
+  n.outputs[0] = to_desc(y);
+  launch(x.device().index(), n);
+}
+
+// Gradients computed in the kernel's dtype, as the caller gets them: in
+// the input's dtype, 1-d ones without the height added for the kernel.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> as_caller_grads(at::Tensor dx, at::Tensor dw, at::Tensor db,
+                                                               at::ScalarType dt, bool one_d) {
+  auto back = [&](at::Tensor t, bool squeeze) {
+    if (!t.defined()) return t;
+    if (t.scalar_type() != dt) t = t.to(dt);
+    return one_d && squeeze ? t.squeeze(2) : t;
+  };
+  return {back(dx, true), back(dw, true), back(db, false)};
+}
+
 // PyTorch's CPU convolution for what conv.c does not cover.
 at::Tensor conv_cpu(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
                     at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
@@ -174,15 +202,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv_transpose_backward(
     // the convolution of dy, whose rows past the input's (see
     // as_output_gradient) are dropped
     dx = at::empty(xg.sizes(), x.options());
-    if (dx.numel() > 0) {
-      hpu_node_t n = geo;
-      n.num_inputs = 2;
-      n.inputs[0] = to_desc(dy);
-      n.inputs[1] = to_desc(w);
-      n.num_outputs = 1;
-      n.outputs[0] = to_desc(dx);
-      launch(input.device().index(), n);
-    }
+    if (dx.numel() > 0) conv_forward_node(geo, dy, w, at::Tensor(), dx);
     if (!xg.is_same(x)) dx = dx.narrow(2, 0, x.size(2)).narrow(3, 0, x.size(3)).contiguous();
   }
   if (output_mask[1]) {
@@ -191,13 +211,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv_transpose_backward(
     else conv_backward_node(xg, dy, w, at::Tensor(), dw, one_d, stride, padding, dilation, groups, kt);
   }
   if (output_mask[2]) db = dy.sum({0, 2, 3});
-  at::ScalarType dt = input.scalar_type();
-  auto back = [&](at::Tensor t, bool squeeze) {
-    if (!t.defined()) return t;
-    if (dt != kt) t = t.to(dt);
-    return one_d && squeeze ? t.squeeze(2) : t;
-  };
-  return {back(dx, true), back(dw, true), back(db, false)};
+  return as_caller_grads(dx, dw, db, input.scalar_type(), one_d);
 }
 
 at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& weight,
@@ -230,19 +244,12 @@ at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& w
               " (dilated) can't be greater than the padded input size ", input.sizes().slice(2));
   at::Tensor y = at::empty({N, Co, OH, OW}, x.options());
   if (y.numel() > 0) {
-    n.num_inputs = 0;
-    n.inputs[n.num_inputs++] = to_desc(x);
-    n.inputs[n.num_inputs++] = to_desc(w);
     at::Tensor b;
     if (has_b) {
       b = as_kernel(*bias, kt);
       TORCH_CHECK(b.dim() == 1 && b.size(0) == Co, "convolution: bias must be [", Co, "], got ", bias->sizes());
-      n.inputs[n.num_inputs++] = to_desc(b);
-      n.params.nn.i[1] = 1;
     }
-    n.num_outputs = 1;
-    n.outputs[0] = to_desc(y);
-    launch(input.device().index(), n);
+    conv_forward_node(n, x, w, b, y);
   }
   if (input.scalar_type() != kt) y = y.to(input.scalar_type());
   return one_d ? y.squeeze(2) : y;
@@ -305,13 +312,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
     n.params.nn.i[1] = (output_mask[0] ? 1 : 0) | (output_mask[1] ? 2 : 0) | (output_mask[2] ? 4 : 0);
     launch(input.device().index(), n);
   }
-  at::ScalarType dt = input.scalar_type();
-  auto back = [&](at::Tensor t, bool squeeze) {
-    if (!t.defined()) return t;
-    if (dt != kt) t = t.to(dt);
-    return one_d && squeeze ? t.squeeze(2) : t;
-  };
-  return {back(dx, true), back(dw, true), back(db, false)};
+  return as_caller_grads(dx, dw, db, input.scalar_type(), one_d);
 }
 
 }  // namespace
