@@ -273,6 +273,26 @@ std::optional<at::Tensor> flat_weight(const std::optional<at::Tensor>& weight) {
   return weight->reshape({weight->numel()});
 }
 
+// The out tensors of histc / histogram have the input's dtype.
+void check_histogram_outs(const at::Tensor& self, const at::Tensor& hist, const at::Tensor* bin_edges) {
+  TORCH_CHECK(self.dtype() == hist.dtype(), "torch.histogram: input tensor and hist tensor should",
+              " have the same dtype, but got input ", self.dtype(), " and hist ", hist.dtype());
+  TORCH_CHECK(!bin_edges || self.dtype() == bin_edges->dtype(), "torch.histogram: input tensor and bin_edges tensor "
+              "should have the same dtype, but got input ", self.dtype(), " and bin_edges ", bin_edges->dtype(),
+              " for dimension 0");
+}
+
+// torch.histogram's results: the histogram of the 1-d points over edges,
+// and the edges, into the out tensors.
+std::tuple<at::Tensor&, at::Tensor&> histogram_into(const at::Tensor& points, const at::Tensor& edges,
+                                                    const std::optional<at::Tensor>& w, bool density,
+                                                    hpu_tail_hist_t algorithm, at::Tensor& hist, at::Tensor& bin_edges) {
+  into_out(run_histogram(points, {edges}, w, density, algorithm), hist);
+  at::native::resize_output(bin_edges, {edges.numel()});
+  bin_edges.copy_(edges);
+  return {hist, bin_edges};
+}
+
 std::tuple<at::Tensor&, at::Tensor&> histogram_bins_tensor_out(const at::Tensor& self, const at::Tensor& bins,
                                                                const std::optional<at::Tensor>& weight, bool density,
                                                                at::Tensor& hist, at::Tensor& bin_edges) {
@@ -281,16 +301,8 @@ std::tuple<at::Tensor&, at::Tensor&> histogram_bins_tensor_out(const at::Tensor&
   check_histogram_devices(self, {bins}, weight);
   check_histogram_inputs(points, {bins}, w);
   check_floating(self, "histogram");
-  TORCH_CHECK(self.dtype() == hist.dtype(), "torch.histogram: input tensor and hist tensor should",
-              " have the same dtype, but got input ", self.dtype(), " and hist ", hist.dtype());
-  TORCH_CHECK(self.dtype() == bin_edges.dtype(), "torch.histogram: input tensor and bin_edges tensor should",
-              " have the same dtype, but got input ", self.dtype(), " and bin_edges ", bin_edges.dtype(),
-              " for dimension 0");
-  at::Tensor edges = bins.contiguous();
-  into_out(run_histogram(points, {edges}, w, density, HPU_TAIL_HIST_BINARY_SEARCH), hist);
-  at::native::resize_output(bin_edges, {bins.numel()});
-  bin_edges.copy_(bins);
-  return {hist, bin_edges};
+  check_histogram_outs(self, hist, &bin_edges);
+  return histogram_into(points, bins.contiguous(), w, density, HPU_TAIL_HIST_BINARY_SEARCH, hist, bin_edges);
 }
 
 std::tuple<at::Tensor, at::Tensor> histogram_bins_tensor(const at::Tensor& self, const at::Tensor& bins,
@@ -308,19 +320,12 @@ std::tuple<at::Tensor&, at::Tensor&> histogram_bin_ct_out(const at::Tensor& self
   std::optional<at::Tensor> w = flat_weight(weight);
   check_histogram_devices(self, {}, weight);
   check_floating(self, "histogram");
-  TORCH_CHECK(self.dtype() == hist.dtype(), "torch.histogram: input tensor and hist tensor should",
-              " have the same dtype, but got input ", self.dtype(), " and hist ", hist.dtype());
-  TORCH_CHECK(self.dtype() == bin_edges.dtype(), "torch.histogram: input tensor and bin_edges tensor should",
-              " have the same dtype, but got input ", self.dtype(), " and bin_edges ", bin_edges.dtype(),
-              " for dimension 0");
+  check_histogram_outs(self, hist, &bin_edges);
   check_bin_counts(points, {bin_ct});
   auto outer = outer_edges(points, range);
   at::Tensor edges = linear_edges(outer.first[0], outer.second[0], bin_ct, self);
   check_histogram_inputs(points, {edges}, w);
-  into_out(run_histogram(points, {edges}, w, density, HPU_TAIL_HIST_LINEAR_LOCAL), hist);
-  at::native::resize_output(bin_edges, {bin_ct + 1});
-  bin_edges.copy_(edges);
-  return {hist, bin_edges};
+  return histogram_into(points, edges, w, density, HPU_TAIL_HIST_LINEAR_LOCAL, hist, bin_edges);
 }
 
 std::tuple<at::Tensor, at::Tensor> histogram_bin_ct(const at::Tensor& self, int64_t bin_ct,
@@ -336,8 +341,7 @@ std::tuple<at::Tensor, at::Tensor> histogram_bin_ct(const at::Tensor& self, int6
 at::Tensor& histc_out(const at::Tensor& self, int64_t bins, const c10::Scalar& min, const c10::Scalar& max,
                       at::Tensor& out) {
   check_same_device("histc", {&self, &out});
-  TORCH_CHECK(self.dtype() == out.dtype(), "torch.histogram: input tensor and hist tensor should",
-              " have the same dtype, but got input ", self.dtype(), " and hist ", out.dtype());
+  check_histogram_outs(self, out, nullptr);
   TORCH_CHECK(bins > 0, "torch.histogram(): bins must be > 0, but got ", bins, " for dimension 0");
   check_floating(self, "histogram_cpu");
   double lo = min.to<double>(), hi = max.to<double>();
