@@ -3,6 +3,8 @@
 #ifndef HPU_KERNELS_VISION_H
 #define HPU_KERNELS_VISION_H
 
+#include <stdint.h>
+
 #include "hpu/op.h"
 
 hpu_status_t hpu_vision_validate(const hpu_node_t *node);
@@ -30,5 +32,12 @@ hpu_status_t hpu_fold_validate(const hpu_node_t *node); /* im2col, col2im */
 hpu_status_t hpu_fold_execute(const hpu_node_t *node);
 hpu_status_t hpu_spatial_pad_validate(const hpu_node_t *node);
 hpu_status_t hpu_spatial_pad_execute(const hpu_node_t *node);
+
+/* Adaptive pooling's window along one dim: output o of `out` covers input
+ * [start, end) of `in` (the CPU's start_index / end_index). */
+static inline int64_t hpu_adaptive_win_start(int64_t o, int64_t out, int64_t in) { return (o * in) / out; }
+static inline int64_t hpu_adaptive_win_end(int64_t o, int64_t out, int64_t in) {
+  return ((o + 1) * in + out - 1) / out;
+}
 
 #endif

@@ -16,9 +16,6 @@
 
 #define INVALID HPU_ERROR_INVALID_ARGUMENT
 
-static inline int64_t win_start(int64_t o, int64_t out, int64_t in) { return (o * in) / out; }
-static inline int64_t win_end(int64_t o, int64_t out, int64_t in) { return ((o + 1) * in + out - 1) / out; }
-
 /* The first bad index any task saw. */
 typedef struct {
   const hpu_node_t *node;

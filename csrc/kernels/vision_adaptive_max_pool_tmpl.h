@@ -13,11 +13,11 @@ static void FN(max_planes)(void *ctx, int64_t p0, int64_t p1) {
     T *y = (T *)hpu_tensor_data(yt) + q * out;
     int64_t *ix = (int64_t *)hpu_tensor_data(&n->outputs[1]) + q * out;
     for (int64_t od = 0; od < OD; od++) {
-      int64_t d0 = win_start(od, OD, D), d1 = win_end(od, OD, D);
+      int64_t d0 = hpu_adaptive_win_start(od, OD, D), d1 = hpu_adaptive_win_end(od, OD, D);
       for (int64_t oh = 0; oh < OH; oh++) {
-        int64_t h0 = win_start(oh, OH, H), h1 = win_end(oh, OH, H);
+        int64_t h0 = hpu_adaptive_win_start(oh, OH, H), h1 = hpu_adaptive_win_end(oh, OH, H);
         for (int64_t ow = 0; ow < OW; ow++) {
-          int64_t w0 = win_start(ow, OW, W), w1 = win_end(ow, OW, W);
+          int64_t w0 = hpu_adaptive_win_start(ow, OW, W), w1 = hpu_adaptive_win_end(ow, OW, W);
           T best = (T)-INFINITY;
           int64_t bi = (d0 * H + h0) * W + w0;
           for (int64_t d = d0; d < d1; d++)

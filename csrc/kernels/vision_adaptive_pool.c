@@ -10,9 +10,6 @@
 #include "kernels/kernels.h"
 #include "kernels/vision.h"
 
-static inline int64_t win_start(int64_t o, int64_t out, int64_t in) { return (o * in) / out; }
-static inline int64_t win_end(int64_t o, int64_t out, int64_t in) { return ((o + 1) * in + out - 1) / out; }
-
 #define T float
 #define FN(x) x##_f32
 #include "kernels/vision_adaptive_pool_tmpl.h"

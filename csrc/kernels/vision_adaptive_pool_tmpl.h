@@ -12,11 +12,11 @@ static void FN(forward_planes)(void *ctx, int64_t p0, int64_t p1) {
     const T *x = (const T *)hpu_tensor_data(xt) + q * D * H * W;
     T *y = (T *)hpu_tensor_data(yt) + q * OD * OH * OW;
     for (int64_t od = 0; od < OD; od++) {
-      int64_t d0 = win_start(od, OD, D), d1 = win_end(od, OD, D);
+      int64_t d0 = hpu_adaptive_win_start(od, OD, D), d1 = hpu_adaptive_win_end(od, OD, D);
       for (int64_t oh = 0; oh < OH; oh++) {
-        int64_t h0 = win_start(oh, OH, H), h1 = win_end(oh, OH, H);
+        int64_t h0 = hpu_adaptive_win_start(oh, OH, H), h1 = hpu_adaptive_win_end(oh, OH, H);
         for (int64_t ow = 0; ow < OW; ow++) {
-          int64_t w0 = win_start(ow, OW, W), w1 = win_end(ow, OW, W);
+          int64_t w0 = hpu_adaptive_win_start(ow, OW, W), w1 = hpu_adaptive_win_end(ow, OW, W);
           T sum = 0;
           for (int64_t d = d0; d < d1; d++)
             for (int64_t h = h0; h < h1; h++)
@@ -38,11 +38,11 @@ static void FN(backward_planes)(void *ctx, int64_t p0, int64_t p1) {
     T *dx = (T *)hpu_tensor_data(dt) + q * D * H * W;
     memset(dx, 0, (size_t)(D * H * W) * sizeof(T));
     for (int64_t od = 0; od < OD; od++) {
-      int64_t d0 = win_start(od, OD, D), d1 = win_end(od, OD, D);
+      int64_t d0 = hpu_adaptive_win_start(od, OD, D), d1 = hpu_adaptive_win_end(od, OD, D);
       for (int64_t oh = 0; oh < OH; oh++) {
-        int64_t h0 = win_start(oh, OH, H), h1 = win_end(oh, OH, H);
+        int64_t h0 = hpu_adaptive_win_start(oh, OH, H), h1 = hpu_adaptive_win_end(oh, OH, H);
         for (int64_t ow = 0; ow < OW; ow++) {
-          int64_t w0 = win_start(ow, OW, W), w1 = win_end(ow, OW, W);
+          int64_t w0 = hpu_adaptive_win_start(ow, OW, W), w1 = hpu_adaptive_win_end(ow, OW, W);
           T delta = g[(od * OH + oh) * OW + ow] / (T)(d1 - d0) / (T)(h1 - h0) / (T)(w1 - w0);
           for (int64_t d = d0; d < d1; d++)
             for (int64_t h = h0; h < h1; h++)
