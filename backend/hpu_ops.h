@@ -35,6 +35,12 @@ void check_same_device(const char* op, c10::ArrayRef<const at::Tensor*> tensors)
 // the C++ refcount), which would cost every op a GIL round trip.
 c10::MaybeOwned<at::Tensor> on_device(const at::Tensor& t, const at::Tensor& like);
 at::ScalarType default_float();
+// Flat positions of self's elements, nonzero ones first in their order (a
+// stable sort on "is zero", no host read); is_zero (optional) gets the
+// int64 "is zero" vector it sorted. nonzero, masked_select, nonzero_static.
+at::Tensor nonzero_first(const at::Tensor& self, at::Tensor* is_zero = nullptr);
+// Row-major coordinates [k, sizes.size()] of the flat positions `flat`.
+at::Tensor coordinates_of(const at::Tensor& flat, at::IntArrayRef sizes);
 // Every route to the CPU goes through here (hpu_fallback.cpp): strict mode
 // (PT_HPU_CPU_FALLBACK=0 raises), the per-op counter, logging.
 void note_cpu_fallback(const std::string& name);

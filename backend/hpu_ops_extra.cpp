@@ -21,6 +21,24 @@
 #include "hpu_ops.h"
 
 namespace habana_torch {
+
+at::Tensor nonzero_first(const at::Tensor& self, at::Tensor* is_zero_out) {
+  at::Tensor is_zero = self.reshape({-1}).eq(0).to(at::kLong);
+  if (is_zero_out) *is_zero_out = is_zero;
+  return std::get<1>(at::sort(is_zero, /*stable=*/true, /*dim=*/0, /*descending=*/false));
+}
+
+at::Tensor coordinates_of(const at::Tensor& flat, at::IntArrayRef sizes) {
+  const int64_t ndim = static_cast<int64_t>(sizes.size());
+  at::Tensor coords = at::empty({flat.numel(), ndim}, flat.options());
+  int64_t stride = 1;
+  for (int64_t d = ndim - 1; d >= 0; d--) {
+    coords.select(1, d).copy_(at::div(flat, stride, "floor").remainder_(sizes[d]));
+    stride *= sizes[d];
+  }
+  return coords;
+}
+
 namespace {
 
 // isin by comparing every element with every test element: elements [..., 1]
@@ -113,14 +131,13 @@ at::Tensor& isinf_signed_out(const at::Tensor& self, at::Tensor& out) {
 }
 
 // Flat positions (int64, ascending) of the nonzero elements of `self`, and
-// their count, read on the host. A stable sort on "is zero" puts the
-// nonzero positions first in their original order.
+// their count, read on the host.
 at::Tensor nonzero_flat(const at::Tensor& self) {
-  at::Tensor is_zero = self.reshape({-1}).eq(0).to(at::kLong);
+  at::Tensor is_zero;
+  at::Tensor order = nonzero_first(self, &is_zero);
   const int64_t n = is_zero.numel() - (is_zero.numel() ? is_zero.sum().item<int64_t>() : 0);
   if (n == 0) return at::empty({0}, self.options().dtype(at::kLong));
-  auto sorted = at::sort(is_zero, /*stable=*/true, /*dim=*/0, /*descending=*/false);
-  return std::get<1>(sorted).slice(0, 0, n);
+  return order.slice(0, 0, n);
 }
 
 at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& out) {
@@ -132,12 +149,7 @@ at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& out) {
   const int64_t n = flat.numel(), ndim = self.dim();
   at::native::resize_output(out, {n, ndim});
   if (n == 0 || ndim == 0) return out;
-  // Flat position -> coordinates: (flat // stride_d) % size_d, contiguous strides.
-  int64_t stride = 1;
-  for (int64_t d = ndim - 1; d >= 0; d--) {
-    out.select(1, d).copy_(at::div(flat, stride, "floor").remainder_(self.size(d)));
-    stride *= self.size(d);
-  }
+  out.copy_(coordinates_of(flat, self.sizes()));
   return out;
 }
 

@@ -143,18 +143,11 @@ at::Tensor& nonzero_static_out(const at::Tensor& self, int64_t size, int64_t fil
   out.fill_(fill_value);
   const int64_t k = std::min(size, n);
   if (k == 0) return out;
-  // A stable sort on "is zero" lists the nonzero positions first, in order.
-  at::Tensor is_zero = self.reshape({-1}).eq(0).to(at::kLong);
+  at::Tensor is_zero;
+  at::Tensor flat = nonzero_first(self, &is_zero).narrow(0, 0, k);
   at::Tensor count = at::scalar_tensor(n, is_zero.options()).sub(is_zero.sum());
-  at::Tensor flat = std::get<1>(at::sort(is_zero, /*stable=*/true, /*dim=*/0, /*descending=*/false)).narrow(0, 0, k);
-  at::Tensor valid = at::arange(k, flat.options()).lt(count);
-  at::Tensor head = out.narrow(0, 0, k);
-  int64_t stride = 1;
-  for (int64_t d = ndim - 1; d >= 0; d--) {
-    at::Tensor coord = at::div(flat, stride, "floor").remainder_(self.size(d));
-    head.select(1, d).copy_(at::where(valid, coord, fill_value));
-    stride *= self.size(d);
-  }
+  at::Tensor valid = at::arange(k, flat.options()).lt(count).unsqueeze(1);
+  out.narrow(0, 0, k).copy_(at::where(valid, coordinates_of(flat, self.sizes()), fill_value));
   return out;
 }
 
