@@ -1,5 +1,6 @@
 // HPU graphs for Python: a handle owning a captured graph (hpu/capture.h).
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 #include <torch/csrc/Exceptions.h>
 
 #include "hpu_common.h"
@@ -17,6 +18,34 @@ struct CapturedGraph {
     TORCH_CHECK(graph, "this HPU graph was reset; capture it again");
     HPU_CHECK(hpu_captured_replay(graph, current_stream(device)));
   }
+  // A replay with storages moved (hpu_captured_replay_rebound): from[i],
+  // a storage the capture recorded, is to[i] of to_bytes[i] bytes.
+  void replay_rebound(const std::vector<uintptr_t>& from, const std::vector<uintptr_t>& to,
+                      const std::vector<size_t>& to_bytes) {
+    TORCH_CHECK(graph, "this HPU graph was reset; capture it again");
+    TORCH_CHECK(from.size() == to.size() && to.size() == to_bytes.size(),
+                "replay_rebound: ", from.size(), " captured storages, ", to.size(), " new ones and ",
+                to_bytes.size(), " sizes");
+    std::vector<hpu_rebind_t> binds(from.size());
+    for (size_t i = 0; i < from.size(); i++)
+      binds[i] = {reinterpret_cast<const void*>(from[i]), reinterpret_cast<void*>(to[i]), to_bytes[i]};
+    HPU_CHECK(hpu_captured_replay_rebound(graph, current_stream(device), binds.data(),
+                                          static_cast<int>(binds.size())));
+  }
+  // False when the block is not one the capture allocated, or another
+  // operand of the graph reaches into it.
+  bool release_block(uintptr_t ptr) {
+    TORCH_CHECK(graph, "this HPU graph was reset; capture it again");
+    return hpu_captured_release_block(graph, reinterpret_cast<void*>(ptr)) == HPU_SUCCESS;
+  }
+  bool owns(uintptr_t ptr) const {
+    TORCH_CHECK(graph, "this HPU graph was reset; capture it again");
+    return hpu_captured_owns(graph, reinterpret_cast<const void*>(ptr)) != 0;
+  }
+  uint64_t extent(uintptr_t storage) const {
+    TORCH_CHECK(graph, "this HPU graph was reset; capture it again");
+    return hpu_captured_extent(graph, reinterpret_cast<const void*>(storage));
+  }
   void reset() {
     hpu_captured_destroy(graph);
     graph = nullptr;
@@ -33,6 +62,21 @@ void init_graph_bindings(py::module_& m) {
         g.replay();
         END_HANDLE_TH_ERRORS_PYBIND
       })
+      .def("replay_rebound",
+           [](CapturedGraph& g, const std::vector<uintptr_t>& from, const std::vector<uintptr_t>& to,
+              const std::vector<size_t>& to_bytes) {
+             HANDLE_TH_ERRORS
+             g.replay_rebound(from, to, to_bytes);
+             END_HANDLE_TH_ERRORS_PYBIND
+           })
+      .def("release_block",
+           [](CapturedGraph& g, uintptr_t ptr) {
+             HANDLE_TH_ERRORS
+             return g.release_block(ptr);
+             END_HANDLE_TH_ERRORS_PYBIND
+           })
+      .def("owns", &CapturedGraph::owns)
+      .def("extent", &CapturedGraph::extent)
       .def("reset", &CapturedGraph::reset)
       .def_property_readonly("num_nodes", &CapturedGraph::num_nodes)
       .def_readonly("device", &CapturedGraph::device);

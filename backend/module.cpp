@@ -168,6 +168,7 @@ PYBIND11_MODULE(_C, m) {
     for (size_t i = 0; hpu_recompile_reason(i, buf, sizeof buf); i++) out.emplace_back(buf);
     return out;
   });
+  m.def("_recompile_note", [](int device, const std::string& why) { hpu_recompile_note(device, why.c_str()); });
   m.def("_set_num_threads", [](int n) { translate([&] { HPU_CHECK(hpu_set_num_threads(n)); }); });
   m.def("_get_num_threads", [] { return hpu_get_num_threads(); });
   init_graph_bindings(m);

@@ -90,7 +90,7 @@ void hpu_lazy_set_enabled(int enabled) {
 
 static double now_us(void) { return (double)hpu_now_ns() / 1e3; }
 
-static void note_reason(int device, const char *why) {
+void hpu_recompile_note(int device, const char *why) {
   hpu_mutex_lock(&reasons_mu);
   snprintf(reasons[reasons_count % REASONS], sizeof reasons[0], "hpu:%d: %s", device, why);
   reasons_count++;
@@ -107,10 +107,8 @@ int hpu_recompile_reason(size_t n, char *buf, size_t len) {
   return ok;
 }
 
-/* PT_HPU_GRAPH_DUMP_DIR=<dir> (or Gaudi's GRAPH_VISUALIZATION=1, into
- * .graph_dumps) writes every compiled graph as text and DOT. */
-static void dump_if_asked(int device, const hpu_node_t *nodes, int n, const hpu_plan_t *plan,
-                          const uint8_t *dead, uint64_t hash) {
+void hpu_graph_dump_if_asked(int device, const hpu_node_t *nodes, int n, const hpu_plan_t *plan,
+                             const uint8_t *dead, uint64_t hash) {
   const char *dir = getenv("PT_HPU_GRAPH_DUMP_DIR");
   const char *vis = getenv("GRAPH_VISUALIZATION");
   if ((!dir || !*dir) && vis && (strcmp(vis, "1") == 0 || strcmp(vis, "true") == 0)) dir = ".graph_dumps";
@@ -181,9 +179,9 @@ static void compile_or_hit(int device, pending_t *p, hpu_graph_t *g) {
       } else {
         hpu_signature_explain(before->len ? before : NULL, &sig, nodes, why, sizeof why);
       }
-      note_reason(device, why);
+      hpu_recompile_note(device, why);
       compiled = hpu_plan_build(nodes, n, dead);
-      dump_if_asked(device, nodes, n, compiled, dead, sig.hash);
+      hpu_graph_dump_if_asked(device, nodes, n, compiled, dead, sig.hash);
       hpu_recipe_disk_store(&sig, compiled);
     }
     plan = compiled ? hpu_plan_copy(compiled) : NULL;

@@ -72,6 +72,14 @@ typedef struct card {
   size_t nbuckets, nlive;
   block_t *spare; /* recycled block records */
   void *capture_owner; /* an HPU graph being captured on this card, or NULL */
+  int capture_thread_only; /* ... whose blocks are only the capturing thread's */
+  pthread_t capture_thread;
+  /* Blocks of the capture freed by their users during it: the capture's
+   * next allocations reuse them (replays run its nodes in the recorded
+   * order, so a later temporary may overwrite an earlier dead one), as a
+   * CUDA graph's private pool does. Emptied when the capture ends. */
+  block_t **reusable;
+  size_t nreusable, capreusable;
   block_t *parked[PARK_SLOTS]; /* freed small blocks not yet back in the pool */
   int nparked;
   int releasing;             /* release_cached calls holding blocks out of the pool */
@@ -418,6 +426,29 @@ static hpu_status_t carve_block(card_t *c, int device, size_t nbytes, size_t siz
   return HPU_SUCCESS;
 }
 
+/* The capture the calling thread's allocations belong to, or NULL. */
+static void *capture_owner_of_caller(const card_t *c) {
+  if (!c->capture_owner) return NULL;
+  if (c->capture_thread_only && !pthread_equal(c->capture_thread, pthread_self())) return NULL;
+  return c->capture_owner;
+}
+
+/* A dead block of the capture for `size` bytes: the smallest that fits,
+ * and not more than twice the size (a big block held for a small tensor
+ * would keep the big one from a later big tensor). */
+static block_t *take_reusable(card_t *c, size_t size) {
+  size_t best = c->nreusable;
+  for (size_t i = 0; i < c->nreusable; i++) {
+    size_t have = c->reusable[i]->size;
+    if (have >= size && have / 2 <= size && (best == c->nreusable || have < c->reusable[best]->size))
+      best = i;
+  }
+  if (best == c->nreusable) return NULL;
+  block_t *b = c->reusable[best];
+  c->reusable[best] = c->reusable[--c->nreusable];
+  return b;
+}
+
 hpu_status_t hpu_malloc(int device, size_t nbytes, void **ptr) {
   if (!ptr) return hpu_error(HPU_ERROR_INVALID_ARGUMENT, "hpu_malloc: ptr is NULL");
   *ptr = NULL;
@@ -434,6 +465,19 @@ hpu_status_t hpu_malloc(int device, size_t nbytes, void **ptr) {
 
   size_t size = (nbytes + ROUND - 1) / ROUND * ROUND;
   int pool = size <= SMALL_SIZE ? POOL_SMALL : POOL_LARGE;
+  void *owner = capture_owner_of_caller(c);
+  if (owner) {
+    block_t *reused = take_reusable(c, size);
+    if (reused) {
+      c->st.requested_bytes -= reused->requested;
+      c->st.requested_bytes += nbytes;
+      c->st.num_allocs++;
+      reused->requested = nbytes;
+      reused->user_freed = 0;
+      *ptr = reused->ptr;
+      goto out;
+    }
+  }
   /* A parked block of this size is still split off and out of the pool. */
   block_t *b = c->nparked ? unpark_size(c, size) : NULL;
   if (!b) {
@@ -447,7 +491,7 @@ hpu_status_t hpu_malloc(int device, size_t nbytes, void **ptr) {
     goto out;
   }
   b->allocated = 1;
-  b->owner = c->capture_owner;
+  b->owner = owner;
   b->user_freed = 0;
   b->requested = nbytes;
   c->st.allocated_bytes += b->size;
@@ -478,8 +522,24 @@ hpu_status_t hpu_free(int device, void *ptr) {
   block_t *owned = live_find(c, ptr);
   if (owned && owned->owner) {
     /* An HPU graph's memory: its replays will write here again, so the
-     * block stays out of the pool until the graph is destroyed. */
+     * block stays out of the pool until the graph is destroyed; while its
+     * capture goes on, the capture may reuse it. */
+    if (owned->user_freed) {
+      hpu_mutex_unlock(&c->mu);
+      return hpu_error(HPU_ERROR_INVALID_ARGUMENT, "hpu_free: pointer %p on hpu:%d was already freed", ptr, device);
+    }
     owned->user_freed = 1;
+    if (owned->owner == c->capture_owner) {
+      if (c->nreusable == c->capreusable) {
+        size_t cap = c->capreusable ? 2 * c->capreusable : 64;
+        block_t **v = realloc(c->reusable, cap * sizeof *v);
+        if (v) {
+          c->reusable = v;
+          c->capreusable = cap;
+        }
+      }
+      if (c->nreusable < c->capreusable) c->reusable[c->nreusable++] = owned; /* else: just not reused */
+    }
     hpu_mutex_unlock(&c->mu);
     return HPU_SUCCESS;
   }
@@ -648,10 +708,12 @@ void hpu_memory_are_allocated(const void *const *block_starts, int n, uint8_t *l
   if (locked) hpu_mutex_unlock(&locked->mu);
 }
 
-void hpu_alloc_capture_begin(int device, void *owner) {
+void hpu_alloc_capture_begin(int device, void *owner, int thread_only) {
   card_t *c = &cards[device];
   hpu_mutex_lock(&c->mu);
   c->capture_owner = owner;
+  c->capture_thread_only = thread_only;
+  c->capture_thread = pthread_self();
   hpu_mutex_unlock(&c->mu);
 }
 
@@ -659,7 +721,43 @@ void hpu_alloc_capture_end(int device) {
   card_t *c = &cards[device];
   hpu_mutex_lock(&c->mu);
   c->capture_owner = NULL;
+  c->nreusable = 0;
   hpu_mutex_unlock(&c->mu);
+}
+
+hpu_status_t hpu_alloc_owned_size(int device, void *owner, const void *ptr, size_t *size) {
+  *size = 0;
+  hpu_status_t st;
+  card_t *c = card_locked(device, &st);
+  if (!c) return st;
+  block_t *b = live_find(c, ptr);
+  int ok = b && owner && b->owner == owner;
+  if (ok) *size = b->size;
+  hpu_mutex_unlock(&c->mu);
+  if (!ok)
+    return hpu_error(HPU_ERROR_INVALID_ARGUMENT,
+                     "hpu graph: block %p on hpu:%d was not allocated by this graph's capture", ptr, device);
+  return HPU_SUCCESS;
+}
+
+hpu_status_t hpu_alloc_disown(int device, void *owner, void *ptr) {
+  hpu_status_t st;
+  card_t *c = card_locked(device, &st);
+  if (!c) return st;
+  block_t *b = live_find(c, ptr);
+  if (!b || !owner || b->owner != owner) {
+    hpu_mutex_unlock(&c->mu);
+    return hpu_error(HPU_ERROR_INVALID_ARGUMENT,
+                     "hpu graph: block %p on hpu:%d was not allocated by this graph's capture", ptr, device);
+  }
+  b->owner = NULL;
+  if (b->user_freed) {
+    live_remove(c, b->ptr);
+    free_block_locked(c, b);
+  }
+  publish(c, device);
+  hpu_mutex_unlock(&c->mu);
+  return HPU_SUCCESS;
 }
 
 void hpu_alloc_release_owner(int device, void *owner) {

@@ -82,11 +82,17 @@ int hpu_spin_until(int (*cond)(void *), void *arg, uint64_t budget_ns);
 #include "hpu/clock.h"
 
 /* allocator.c: HPU graph capture. Blocks allocated while a capture is on
- * belong to `owner`: freeing one only marks it, since replays write it
- * again; releasing the owner frees the marked blocks and disowns the rest. */
-void hpu_alloc_capture_begin(int device, void *owner);
+ * (with thread_only, by the thread that calls this) belong to `owner`:
+ * freeing one only marks it, since replays write it again; releasing the
+ * owner frees the marked blocks and disowns the rest. */
+void hpu_alloc_capture_begin(int device, void *owner, int thread_only);
 void hpu_alloc_capture_end(int device);
 void hpu_alloc_release_owner(int device, void *owner);
+/* Makes one of owner's blocks an ordinary block again (freed when its user
+ * frees it): a graph whose replays never write it any more gives it back. */
+hpu_status_t hpu_alloc_disown(int device, void *owner, void *ptr);
+/* The size of one of owner's blocks; an error when it is not owner's. */
+hpu_status_t hpu_alloc_owned_size(int device, void *owner, const void *ptr, size_t *size);
 
 /* Formats a byte count as PyTorch does in its OOM message ("1.50 GiB"). */
 void hpu_format_bytes(char *buf, size_t len, uint64_t bytes);

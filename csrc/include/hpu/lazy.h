@@ -62,6 +62,9 @@ void hpu_recipe_cache_clear(void);
 /* The n-th most recent recompilation reason (0 = newest) into buf; returns 0
  * when there is none. At most 64 are kept. */
 int hpu_recompile_reason(size_t n, char *buf, size_t len);
+/* Records a recompilation the caller made (a compiled graph captured for a
+ * new input signature), with why; PT_HPU_LOG_GRAPH_COMPILE=1 prints it. */
+void hpu_recompile_note(int device, const char *why);
 
 #ifdef __cplusplus
 }
