@@ -3,7 +3,7 @@ with a latency table like Gaudi's BLOOMZ benchmark (first token, per token,
 total). Target: hpu + HPU graphs <= 0.8x the CPU time.
 
 The decode step is also run under torch.compile: with hpu_backend in eager
-mode (the default mode, and mode="reduce-overhead", which replays it as an
+mode (the default mode and mode="reduce-overhead", both replaying it as an
 HPU graph), and with inductor on the CPU (--no-inductor skips it: its
 compilation takes tens of seconds). The prefill runs uncompiled.
 

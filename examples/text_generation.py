@@ -239,8 +239,9 @@ def parse_args(argv=None):
     ap.add_argument("--use_kv_cache", action="store_true", help="keep keys and values in a static cache")
     ap.add_argument("--use_hpu_graphs", action="store_true", help="replay the decode step as an HPU graph")
     ap.add_argument("--torch_compile", action="store_true",
-                    help="compile the decode step with torch.compile(backend='hpu_backend'); with "
-                         "--use_hpu_graphs, mode='reduce-overhead' replays it as an HPU graph")
+                    help="compile the decode step with torch.compile(backend='hpu_backend'), which "
+                         "replays it as an HPU graph (with --use_hpu_graphs: mode='reduce-overhead', "
+                         "the same here)")
     ap.add_argument("--bf16", action="store_true", help="run the model in bfloat16 (both devices)")
     ap.add_argument("--model", default="small", choices=sorted(CONFIGS),
                     help="GPT-2 shape: small (4 layers, 256 wide) or gpt2 (GPT-2's 124M); random weights")

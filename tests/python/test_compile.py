@@ -93,9 +93,9 @@ def test_mlp_forward_backward_matches_eager_and_cpu():
 
 
 def test_compiled_graph_runs_as_one_engine_graph():
-    """In either mode the forward's ~10 ops reach the card as one graph
-    (eager mode: the graph is launched when the call returns) with its
-    pointwise ops fused."""
+    """In either mode the forward's ~10 ops reach the card as one graph,
+    captured at the first call and replayed at every later one (one launch,
+    no op through the dispatcher), with its pointwise ops fused."""
     model = copy.deepcopy(mlp()).to("hpu")
     compiled = torch.compile(model, backend="hpu_backend")
     x = torch.randn(16, 12).to("hpu")
@@ -104,10 +104,12 @@ def test_compiled_graph_runs_as_one_engine_graph():
         htcore.mark_step()
         torch.hpu.synchronize()
         launches, fused = stat("graph_launch", "TotalNumber"), stat("fusion", "FusedNodes")
+        replays = habana_torch.dynamo.replay_counts()["replays"]
         out = compiled(x)
         htcore.mark_step()
         torch.hpu.synchronize()
-        assert stat("graph_launch", "TotalNumber") - launches == 1
+        assert habana_torch.dynamo.replay_counts()["replays"] - replays == 1
+        assert stat("graph_launch", "TotalNumber") - launches == 0  # no lazy graph besides it
         assert stat("fusion", "FusedNodes") > fused
         torch.testing.assert_close(out.cpu(), model(x).cpu(), **TOL)
 
@@ -190,9 +192,12 @@ def test_changing_batch_size_recompiles_a_bounded_number_of_times(dynamic):
     forwards = after["forward"] - before["forward"]
     assert 1 <= forwards <= (1 if dynamic else 2)
     assert after["backward"] - before["backward"] == forwards
-    if not htcore.is_lazy():
-        # a recipe per size, and why: the recompile reason names the shape
-        assert any("changed from [8" in r and "[9" in r for r in habana_torch.metrics.recompile_reasons())
+    # a captured graph per size, and why: the recompile reason names the
+    # shape, or the symbolic size that carries it
+    # (dynamo makes the batch symbolic at its second size, also by default)
+    changed = ("symbolic) changed from 8 to 9", "shape changed from [8, 12] to [9, 12]")
+    assert any("compiled graph forward" in r and any(c in r for c in changed)
+               for r in habana_torch.metrics.recompile_reasons())
 
 
 def test_fullgraph():
@@ -418,3 +423,23 @@ def test_card_rng_calls_inside_a_compiled_function_run_as_written():
     got = torch.compile(seeded_softmax, backend="hpu_backend")(x.to("hpu"))
     assert torch.equal(torch.hpu.get_rng_state(), before)
     torch.testing.assert_close(got.cpu(), torch.softmax(x, 0))
+
+
+def test_a_captured_graph_is_dumped_and_logged(tmp_path):
+    """PT_HPU_GRAPH_DUMP_DIR writes the engine graph each capture makes,
+    fused groups included, and PT_HPU_LOG_GRAPH_COMPILE=1 says why a
+    compiled graph was captured again."""
+    r = run_python("""
+        import torch, habana_torch
+        f = torch.compile(lambda x: ((x * 2 + 1).relu() - x) / 4, backend="hpu_backend", dynamic=True)
+        with torch.no_grad():
+            for n in (1000, 1000, 1200):
+                f(torch.randn(n, device="hpu"))
+        torch.hpu.synchronize()
+        print(habana_torch.dynamo.replay_counts())
+    """, env={"PT_HPU_GRAPH_DUMP_DIR": str(tmp_path), "PT_HPU_LOG_GRAPH_COMPILE": "1"})
+    assert r.returncode == 0, r.stderr
+    assert "'captures': 2, 'replays': 1" in r.stdout
+    text = "\n".join(t.read_text() for t in sorted(tmp_path.glob("hpu0_graph*.txt")))
+    assert "fusion groups" in text and "relu" in text
+    assert "compiled graph inference: input 0 (a size dynamo keeps symbolic) changed from 1000 to 1200" in r.stderr

@@ -102,8 +102,9 @@ def test_script_table_compares_hpu_and_cpu_per_batch_size():
 
 @pytest.mark.parametrize("graphs", [False, True])
 def test_script_with_torch_compile_gives_the_cpus_tokens(graphs):
-    """--torch_compile compiles the decode step with hpu_backend (with
-    --use_hpu_graphs: mode="reduce-overhead", replayed as an HPU graph)."""
+    """--torch_compile compiles the decode step with hpu_backend, whose
+    graphs are replayed as HPU graphs (with --use_hpu_graphs too, as
+    mode="reduce-overhead")."""
     torch._dynamo.reset()
     before = habana_torch.dynamo.replay_counts()["replays"]
     argv = ["--use_kv_cache", "--torch_compile", "--batch_sizes", "2", "--max_new_tokens", "6",
@@ -115,7 +116,7 @@ def test_script_with_torch_compile_gives_the_cpus_tokens(graphs):
     assert [(r[1].strip(), r[-1].strip()) for r in rows] == [("hpu", "yes"), ("cpu", "-")]
     assert "torch.compile" in out
     replays = habana_torch.dynamo.replay_counts()["replays"] - before
-    assert (replays > 0) == graphs
+    assert replays > 0
 
 
 @pytest.mark.parametrize("argv, message", [

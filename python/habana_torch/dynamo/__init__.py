@@ -3,12 +3,12 @@
 ``torch.compile(model, backend="hpu_backend")`` (what transformers and
 accelerate pick when they see an hpu) runs the model's FX graphs through the
 graph engine: AOTAutograd turns each captured region into a forward and a
-backward graph of aten ops (``backend.py``), and every call of such a graph
-records its ops into one lazy graph (``scope.py``), which is flushed as a
-whole: fused, buffer-planned and looked up in the recipe cache, as in lazy
-mode. So eager mode (PT_HPU_LAZY_MODE=0) with torch.compile gets lazy mode's
-graphs. In lazy mode the compiled graphs join the step's lazy graph, as any
-other op does.
+backward graph of aten ops (``backend.py``); the first call of such a graph
+with an input signature captures its ops as one HPU graph, which the engine
+fuses and plans, and every later call replays it with one launch, rebound to
+the call's own inputs and to fresh outputs (``replay.py``). A graph that
+cannot be captured (a host read, a CPU fallback) records its ops into lazy
+graphs instead (``scope.py``). The same holds in eager and in lazy mode.
 
 Importing habana_torch only registers the name (``registry.py``); dynamo and
 AOTAutograd are imported when a model is compiled.
@@ -27,8 +27,8 @@ def compile_counts():
 
 
 def replay_counts():
-    """Inference graphs of mode="reduce-overhead" (see replay.py): HPU graphs
-    captured, replays, and captures demoted to ordinary execution:
+    """Compiled graphs run as HPU graphs (see replay.py): captures,
+    replays, and captures demoted to ordinary execution:
     {"captures": n, "replays": n, "demoted": n}."""
     from .replay import replay_counts as counts
 

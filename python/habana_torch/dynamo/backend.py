@@ -2,14 +2,15 @@
 
 AOTAutograd traces the captured region into functionalized aten graphs, a
 forward and (when a gradient is needed) a backward, with the decompositions
-of decompositions.py. Each graph is compiled into a callable that runs the
-GraphModule's ops on the hpu inside scope.recording(): the graph engine gets
-the whole FX graph as one recorded graph. The ops still pass through
-PyTorch's dispatcher one by one while they are recorded; only the
-computation is done by a cached, fused recipe. With mode="reduce-overhead"
-inference graphs are replayed as HPU graphs instead (replay.py). Dropout is
-traced in the form eager mode runs it (_tracing_dropout_as_eager), and
-inference graphs update their inputs in place (inplace.py)."""
+of decompositions.py. Each graph is compiled into a ReplayedGraph
+(replay.py): its first call with an input signature runs the GraphModule's
+ops once into an HPU graph capture, which the graph engine compiles as one
+graph (fusion, buffer plan); every later call replays it with one launch,
+on the call's own inputs and into fresh outputs, without the dispatcher. A
+graph that cannot be captured runs its ops inside scope.recording(), so the
+engine still gets the FX graph as one recorded graph. Dropout is traced in
+the form eager mode runs it (_tracing_dropout_as_eager), and inference
+graphs update their inputs in place (inplace.py)."""
 import contextlib
 import threading
 
@@ -20,13 +21,14 @@ from torch._dynamo.backends.common import aot_autograd
 from . import scope
 from .decompositions import eager_dropout_noise, hpu_decompositions
 from .inplace import update_inputs_in_place
+from .replay import ReplayedGraph
 
 _counts_lock = threading.Lock()
 _counts = {"forward": 0, "backward": 0, "inference": 0}
 
-# torch.compile(mode=...) values. "reduce-overhead" replays inference graphs
-# as HPU graphs (replay.py); the others all mean "compile with the graph
-# engine" (max-autotune has nothing to tune here).
+# torch.compile(mode=...) values. All mean "compile with the graph engine
+# and replay" (replay.py): reduce-overhead's HPU graphs are what every mode
+# does here, and max-autotune has nothing to tune.
 MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
@@ -35,23 +37,7 @@ def compile_counts():
         return dict(_counts)
 
 
-def _static_and_mutated_inputs():
-    """The inputs AOTAutograd marks static (parameters, buffers) and those
-    the graph updates in place, by position, for the graph being compiled."""
-    from torch._guards import TracingContext
-
-    ctx = TracingContext.try_get()
-    meta = getattr(ctx, "fw_metadata", None)
-    if meta is None:
-        return (), ()
-    # effect tokens, when the graph has any, come first among the inputs
-    # (static_input_indices already count them)
-    first = len(getattr(meta, "tokens", None) or ())
-    mutated = [first + i for i, info in enumerate(meta.input_info) if info.mutates_data]
-    return tuple(meta.static_input_indices or ()), tuple(mutated)
-
-
-def _compiler(kind, replay=False):
+def _compiler(kind):
     def compile_graph(gm, example_inputs):
         with _counts_lock:
             _counts[kind] += 1
@@ -59,18 +45,13 @@ def _compiler(kind, replay=False):
             update_inputs_in_place(gm)
         run = gm.forward
 
-        def call(args):
+        def ordinary(args):
             with scope.recording():
                 return run(*args)
 
-        call._boxed_call = True  # AOTAutograd passes the inputs as one list
-        if replay:
-            from .replay import ReplayedGraph
-
-            # captured without the recording scope: a capture records the
-            # ops itself, and switching lazy mode would end it
-            return ReplayedGraph(call, lambda args: run(*args), *_static_and_mutated_inputs())
-        return call
+        # captured without the recording scope: a capture records the ops
+        # itself, and switching lazy mode would end it
+        return ReplayedGraph(ordinary, lambda args: run(*args), kind)
 
     compile_graph.__name__ = f"hpu_{kind}_compiler"
     return compile_graph
@@ -78,19 +59,11 @@ def _compiler(kind, replay=False):
 
 # Inference graphs keep their in-place updates of inputs (a buffer such as a
 # static KV cache), which inplace.py turns back into in-place ops, and
-# which a replayed graph (mode="reduce-overhead", replay.py) then writes
-# into the buffer itself.
+# which a replay (replay.py) then writes into the buffer itself.
 _aot = aot_autograd(
     fw_compiler=_compiler("forward"),
     bw_compiler=_compiler("backward"),
     inference_compiler=_compiler("inference"),
-    decompositions=hpu_decompositions(),
-    keep_inference_input_mutations=True,
-)
-_aot_replay = aot_autograd(
-    fw_compiler=_compiler("forward"),
-    bw_compiler=_compiler("backward"),
-    inference_compiler=_compiler("inference", replay=True),
     decompositions=hpu_decompositions(),
     keep_inference_input_mutations=True,
 )
@@ -150,6 +123,5 @@ def hpu_backend(gm, example_inputs, mode=None, options=None):
                          f"{', '.join(repr(m) for m in MODES if m)}")
     if options:
         raise ValueError(f"hpu_backend: takes no options, got {sorted(options)}")
-    aot = _aot_replay if mode == "reduce-overhead" else _aot
     with _tracing_dropout_as_eager():
-        return aot(gm, example_inputs)
+        return _aot(gm, example_inputs)

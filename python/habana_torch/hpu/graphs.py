@@ -119,12 +119,13 @@ def _default_max_graphs():
 
 def evict_graphs(cache, size):
     """Drops the least recently used entries of an LRU cache of captured
-    graphs (OrderedDict of (HPUGraph, ...) tuples, or _UNCAPTURABLE) until
-    at most `size` are left."""
+    graphs (OrderedDict of (HPUGraph, ...) tuples, objects with a `graph`
+    HPUGraph, or _UNCAPTURABLE) until at most `size` are left."""
     while len(cache) > size:
         _, entry = cache.popitem(last=False)
         if entry is not _UNCAPTURABLE:
-            entry[0].reset()  # its blocks go back to the card (outputs still held stay valid)
+            graph = entry[0] if isinstance(entry, tuple) else entry.graph
+            graph.reset()  # its blocks go back to the card (outputs still held stay valid)
 
 
 class _Uncacheable(Exception):
