@@ -138,7 +138,7 @@ def main():
             failures += not ok
             print(f"DDP {mode} {'OK' if ok else 'FAIL'} world={world} steps={args.steps} max_abs_diff={diff:.2e} "
                   f"(tol {TOL}) ranks_identical={same} param_change={moved:.3f} time={elapsed:.1f}s "
-                  f"lazy={int(htcore.is_lazy())}", flush=True)
+                  f"lazy={int(htcore.is_lazy())} replays={replayed}", flush=True)
         dist.barrier()
     dist.destroy_process_group()
     sys.exit(1 if failures else 0)
