@@ -135,18 +135,10 @@ static const hpu_rebind_t *find_rebind(const rebinding_t *r, const void *storage
   return lo < r->n && r->sorted[lo].from == storage ? &r->sorted[lo] : NULL;
 }
 
-/* One byte past the last element an operand reaches from its storage. */
-static uint64_t operand_end(const hpu_tensor_t *t) {
-  if (hpu_tensor_numel(t) == 0) return (uint64_t)t->offset;
-  uint64_t last = 0;
-  for (int d = 0; d < t->ndim; d++) last += (uint64_t)(t->sizes[d] - 1) * (uint64_t)t->strides[d];
-  return (uint64_t)t->offset + (last + 1) * hpu_dtype_size(t->dtype);
-}
-
 static hpu_status_t rebind_operand(const rebinding_t *r, hpu_tensor_t *t, const hpu_node_t *node) {
   const hpu_rebind_t *b = find_rebind(r, t->storage);
   if (!b) return HPU_SUCCESS;
-  uint64_t end = operand_end(t);
+  uint64_t end = hpu_tensor_end_offset(t);
   if (end > b->to_bytes)
     return hpu_error(HPU_ERROR_INVALID_ARGUMENT,
                      "HPU graph replay: %s reaches %llu bytes into a storage rebound to one of %zu bytes",
@@ -335,7 +327,7 @@ uint64_t hpu_captured_extent(const hpu_captured_t *c, const void *storage) {
     const hpu_node_t *n = &c->nodes[i];
     for (int k = 0; k < n->num_inputs + n->num_outputs; k++) {
       const hpu_tensor_t *t = k < n->num_inputs ? &n->inputs[k] : &n->outputs[k - n->num_inputs];
-      if (t->storage == storage && operand_end(t) > extent) extent = operand_end(t);
+      if (t->storage == storage && hpu_tensor_end_offset(t) > extent) extent = hpu_tensor_end_offset(t);
     }
   }
   return extent;
@@ -355,7 +347,7 @@ hpu_status_t hpu_captured_release_block(hpu_captured_t *c, void *ptr) {
       const hpu_tensor_t *t = k < n->num_inputs ? &n->inputs[k] : &n->outputs[k - n->num_inputs];
       if (t->storage == ptr || hpu_tensor_numel(t) == 0) continue;
       uintptr_t start = (uintptr_t)t->storage + (uintptr_t)t->offset;
-      uintptr_t end = (uintptr_t)t->storage + (uintptr_t)operand_end(t);
+      uintptr_t end = (uintptr_t)t->storage + (uintptr_t)hpu_tensor_end_offset(t);
       if (start < hi && end > lo)
         return hpu_error(HPU_ERROR_INVALID_ARGUMENT,
                          "release: block %p is also reached through storage %p (%s)", ptr, t->storage,

@@ -76,13 +76,13 @@ int hpu_plan_node_fusible(const hpu_node_t *nd) {
  * slice read by a node after the group, spans more than numel elements. */
 static void byte_range(const hpu_tensor_t *t, uintptr_t *lo, uintptr_t *hi) {
   *lo = (uintptr_t)hpu_tensor_data(t);
-  if (hpu_tensor_numel(t) == 0) {
-    *hi = *lo;
-    return;
-  }
-  int64_t last = 0;
-  for (int d = 0; d < t->ndim; d++) last += (t->sizes[d] - 1) * t->strides[d];
-  *hi = *lo + (uintptr_t)(last + 1) * hpu_dtype_size(t->dtype);
+  *hi = (uintptr_t)t->storage + (uintptr_t)hpu_tensor_end_offset(t);
+}
+
+/* Whether contiguous view `w`, written whole, overwrites every byte of `t`. */
+static int covers(const hpu_tensor_t *w, const hpu_tensor_t *t) {
+  if (w->storage != t->storage || !hpu_tensor_is_contiguous(w)) return 0;
+  return w->offset <= t->offset && hpu_tensor_end_offset(w) >= hpu_tensor_end_offset(t);
 }
 
 static int overlaps(const hpu_tensor_t *a, const hpu_tensor_t *b) {
@@ -97,27 +97,32 @@ static int same_view(const hpu_tensor_t *a, const hpu_tensor_t *b) {
          hpu_tensor_numel(a) == hpu_tensor_numel(b);
 }
 
-/* Whether each fusible node's output buffer is still held by someone:
- * live[i] = 1 for the others. Asked of the allocator in one call, since a
- * step's graph has hundreds of nodes and this runs on every cache hit. */
+/* Whether each fusible node's output buffer is still held by someone
+ * (by a tensor at least as large as the output reaches: one reallocated
+ * to a smaller tensor is not the output's any more): live[i] = 1 for the
+ * others. Asked of the allocator in one call, since a step's graph has
+ * hundreds of nodes and this runs on every cache hit. */
 static void fusible_liveness(const hpu_node_t *nodes, int n, const uint8_t *fusible, uint8_t *live) {
   const void **ptrs = malloc((size_t)(n > 0 ? n : 1) * sizeof *ptrs);
+  uint64_t *needed = malloc((size_t)(n > 0 ? n : 1) * sizeof *needed);
   int *which = malloc((size_t)(n > 0 ? n : 1) * sizeof *which);
   uint8_t *answer = malloc((size_t)(n > 0 ? n : 1));
   int m = 0;
   for (int i = 0; i < n; i++) {
     live[i] = 1;
     if (!fusible[i]) continue;
-    if (ptrs && which && answer) {
+    if (ptrs && needed && which && answer) {
       ptrs[m] = nodes[i].outputs[0].storage;
+      needed[m] = hpu_tensor_end_offset(&nodes[i].outputs[0]);
       which[m++] = i;
     } else { /* host OOM: one query each */
       live[i] = (uint8_t)hpu_memory_is_allocated(nodes[i].outputs[0].storage);
     }
   }
-  if (m) hpu_memory_are_allocated(ptrs, m, answer);
+  if (m) hpu_memory_are_held(ptrs, needed, m, answer);
   for (int k = 0; k < m; k++) live[which[k]] = answer[k];
   free(ptrs);
+  free(needed);
   free(which);
   free(answer);
 }
@@ -133,9 +138,13 @@ void hpu_graph_dead_outputs(const hpu_node_t *nodes, int n, uint8_t *dead) {
   }
   for (int i = 0; i < n; i++) fusible[i] = (uint8_t)hpu_plan_node_fusible(&nodes[i]);
   fusible_liveness(nodes, n, fusible, dead); /* dead[] holds liveness for now */
-  /* Backwards, with the outputs of the later nodes indexed by address: an
+  /* Backwards, with the outputs of the later nodes indexed by storage: an
    * output is dead when its buffer is freed, or when a later node
-   * overwrites exactly this view (a pure temporary). */
+   * overwrites all of it (a pure temporary). Any later output covering it
+   * counts, not only the same view: the caching allocator hands a freed
+   * block to another tensor of the graph in one step and not in the next,
+   * and a dead flag that followed the reuse changed the graph's signature
+   * (a recompilation) from step to step. */
   hpu_ptrmap_t later;
   int indexed = hpu_ptrmap_init_outputs(&later, nodes, n);
   for (int i = n - 1; i >= 0; i--) {
@@ -145,35 +154,51 @@ void hpu_graph_dead_outputs(const hpu_node_t *nodes, int n, uint8_t *dead) {
       d = !dead[i];
       if (!d && hpu_tensor_is_contiguous(out)) {
         if (indexed) {
-          for (int32_t id = hpu_ptrmap_head(&later, hpu_tensor_data(out)); id >= 0 && !d;
-               id = later.next[id])
-            d = same_view(&nodes[id >> 3].outputs[id & 7], out);
+          for (int32_t id = hpu_ptrmap_head(&later, out->storage); id >= 0 && !d; id = later.next[id])
+            d = covers(&nodes[id >> 3].outputs[id & 7], out);
         } else { /* host OOM: the slow scan */
           for (int j = i + 1; j < n && !d; j++)
             for (int o = 0; o < nodes[j].num_outputs && !d; o++)
-              d = same_view(&nodes[j].outputs[o], out);
+              d = covers(&nodes[j].outputs[o], out);
         }
       }
     }
     dead[i] = (uint8_t)d;
     if (indexed)
       for (int o = 0; o < nodes[i].num_outputs; o++)
-        hpu_ptrmap_push(&later, hpu_tensor_data(&nodes[i].outputs[o]), i << 3 | o);
+        hpu_ptrmap_push(&later, nodes[i].outputs[o].storage, i << 3 | o);
   }
   hpu_ptrmap_free(&later);
   free(fusible);
 }
 
+/* Whether view `t` lies inside one of the contiguous views `w` (written
+ * after the value in question, so `t` reads their data). */
+static int inside_any(const hpu_tensor_t *t, const hpu_tensor_t *const *w, int nw) {
+  for (int i = 0; i < nw; i++)
+    if (covers(w[i], t)) return 1;
+  return 0;
+}
+
 /* Is the output of node i read by a node outside [gfirst, gend) before a
- * later node overwrites that same view? */
+ * later node overwrites all of it? A read inside a later contiguous write
+ * into its bytes does not count: it reads that write's data (a block the
+ * allocator gave to another, smaller tensor of the graph, in some steps
+ * only). */
 static int read_outside(const hpu_node_t *nodes, int n, int i, int gfirst, int gend) {
+  enum { MAX_WRITES = 8 };
   const hpu_tensor_t *out = &nodes[i].outputs[0];
+  const hpu_tensor_t *written[MAX_WRITES];
+  int nw = 0;
   for (int j = i + 1; j < n; j++) {
     if (j < gfirst || j >= gend)
       for (int k = 0; k < nodes[j].num_inputs; k++)
-        if (overlaps(&nodes[j].inputs[k], out)) return 1;
-    for (int o = 0; o < nodes[j].num_outputs; o++)
-      if (same_view(&nodes[j].outputs[o], out)) return 0;
+        if (overlaps(&nodes[j].inputs[k], out) && !inside_any(&nodes[j].inputs[k], written, nw)) return 1;
+    for (int o = 0; o < nodes[j].num_outputs; o++) {
+      const hpu_tensor_t *w = &nodes[j].outputs[o];
+      if (same_view(w, out) || covers(w, out)) return 0;
+      if (nw < MAX_WRITES && hpu_tensor_is_contiguous(w) && overlaps(w, out)) written[nw++] = w;
+    }
   }
   return 0;
 }

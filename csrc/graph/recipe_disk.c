@@ -51,8 +51,10 @@
  * checksum covers the header and the signature too; 9: op codes renumbered
  * (the pointwise tail, the special functions); 10: op codes renumbered (the
  * vision family's adaptive max pooling, max unpooling, im2col / col2im; the
- * tail family's searchsorted and histogram). */
-#define VERSION 10
+ * tail family's searchsorted and histogram); 11: a signature names an
+ * input's latest overlapping writer, and dead outputs include those a later
+ * output covers. */
+#define VERSION 11
 
 typedef struct header {
   uint64_t magic;

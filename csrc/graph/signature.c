@@ -42,13 +42,26 @@ static int same_view(const hpu_tensor_t *a, const hpu_tensor_t *b) {
   return 1;
 }
 
-/* The latest earlier node whose output is exactly this view, as
- * (node << 3 | output) + 1, or 0 for a tensor from outside the graph.
- * `outs` holds the outputs of the nodes before this one by address. */
+#define PARTIAL_PRODUCER ((int64_t)1 << 40)
+
+/* The latest earlier node that wrote any byte this view reads, as
+ * (node << 3 | output) + 1, with PARTIAL_PRODUCER added when it wrote
+ * another view of the storage (a row of a larger output, say); 0 for a
+ * tensor from outside the graph. `outs` holds the outputs of the nodes
+ * before this one by storage. The latest overlapping writer, not the
+ * latest writer of the exact view: an older dead tensor of the same view
+ * at an address the allocator reuses in one step and not the next would
+ * otherwise become the producer in some steps only. */
 static int64_t producer_of(const hpu_node_t *nodes, const hpu_ptrmap_t *outs,
                            const hpu_tensor_t *t) {
-  for (int32_t id = hpu_ptrmap_head(outs, hpu_tensor_data(t)); id >= 0; id = outs->next[id])
-    if (same_view(&nodes[id >> 3].outputs[id & 7], t)) return (int64_t)id + 1;
+  uint64_t lo = (uint64_t)t->offset, hi = hpu_tensor_end_offset(t);
+  for (int32_t id = hpu_ptrmap_head(outs, t->storage); id >= 0; id = outs->next[id]) {
+    const hpu_tensor_t *o = &nodes[id >> 3].outputs[id & 7];
+    if (same_view(o, t)) return (int64_t)id + 1;
+    if (hpu_tensor_numel(o) > 0 && hpu_tensor_numel(t) > 0 && (uint64_t)o->offset < hi &&
+        hpu_tensor_end_offset(o) > lo)
+      return ((int64_t)id + 1) | PARTIAL_PRODUCER;
+  }
   return 0;
 }
 
@@ -122,7 +135,7 @@ int hpu_signature_build(hpu_signature_t *s, const hpu_node_t *nodes, int n,
     }
     for (int k = 0; k < node->num_outputs; k++) {
       push_tensor(s, &node->outputs[k]);
-      hpu_ptrmap_push(&outs, hpu_tensor_data(&node->outputs[k]), i << 3 | k);
+      hpu_ptrmap_push(&outs, node->outputs[k].storage, i << 3 | k);
     }
     push_params(s, node);
   }

@@ -687,6 +687,10 @@ int hpu_memory_is_allocated(const void *block_start) {
 }
 
 void hpu_memory_are_allocated(const void *const *block_starts, int n, uint8_t *live) {
+  hpu_memory_are_held(block_starts, NULL, n, live);
+}
+
+void hpu_memory_are_held(const void *const *block_starts, const uint64_t *needed, int n, uint8_t *live) {
   /* Lazy mode asks this for every fusible output of every step: one lock per
    * run of pointers on the same card instead of one per pointer. */
   card_t *locked = NULL;
@@ -703,7 +707,7 @@ void hpu_memory_are_allocated(const void *const *block_starts, int n, uint8_t *l
       locked = c;
     }
     block_t *b = live_find(c, block_starts[i]);
-    live[i] = (uint8_t)(b && !b->user_freed);
+    live[i] = (uint8_t)(b && !b->user_freed && (!needed || b->requested >= needed[i]));
   }
   if (locked) hpu_mutex_unlock(&locked->mu);
 }

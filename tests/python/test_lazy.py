@@ -150,6 +150,42 @@ def test_steady_state_compiles_nothing(lazy):
     assert stats("recipe_cache")["Hits"] > 0
 
 
+def test_a_cnn_training_loop_stops_compiling_whatever_blocks_the_allocator_reuses(lazy):
+    """A ResNet-18 (examples/train_resnet.py's, 4 wide), SGD with momentum
+    and weight decay, and
+    the losses kept on the card (a list that grows every step, so the
+    caching allocator reuses other blocks in every step): from the third
+    step on nothing is compiled. Graph signatures and fused plans used to
+    follow which freed block the allocator handed to which tensor (an old
+    tensor of the same view at a reused address taken for a producer, a
+    store kept for a block a smaller tensor reused), so such a loop
+    recompiled one of its graphs in almost every step."""
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[2] / "examples" / "train_resnet.py"
+    spec = importlib.util.spec_from_file_location("train_resnet_for_lazy", path)
+    train_resnet = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(train_resnet)
+    torch.manual_seed(0)
+    model = train_resnet.build_model("resnet18", 4).to("hpu")
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=5e-4)
+    g = torch.Generator().manual_seed(1)
+    compiles, kept = [], []
+    for step in range(10):
+        x, y = torch.randn(8, 3, 16, 16, generator=g), torch.randint(0, 10, (8,), generator=g)
+        loss = nn.functional.cross_entropy(model(x.to("hpu")), y.to("hpu"))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        htcore.mark_step()
+        opt.step()
+        htcore.mark_step()
+        kept.append(loss.detach())
+        compiles.append(stats("graph_compilation")["TotalNumber"])
+    assert compiles[-1] == compiles[2], (compiles, recompile_reasons()[:4])
+    assert all(torch.isfinite(torch.stack(kept).cpu()))
+
+
 def test_new_batch_shape_recompiles_once_and_says_why(lazy):
     w = torch.randn(16, 8, device="hpu")
     def step(batch):

@@ -121,7 +121,7 @@ def test_hostile_recipe_files_are_refused_and_results_stay_right(tmp_path):
     assert len(main) == 1, {n: Recipe(d).ngroups for n, d in files.items()}
     name = main[0]
     rec = Recipe(files[name])
-    assert rec.version == 10 and rec.group_size == GROUP.size
+    assert rec.version == 11 and rec.group_size == GROUP.size
     g0, g1 = rec.group(0), rec.group(1)
     lone = g0[0] + g0[1]  # the floor division, between the groups
     assert g1[0] == lone + 1 and struct.unpack_from("<i", rec.data, rec.group_of_at + 4 * lone)[0] == -1

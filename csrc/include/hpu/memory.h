@@ -68,6 +68,11 @@ int hpu_memory_is_allocated(const void *block_start);
 
 /* hpu_memory_is_allocated for n pointers at once: live[i] is 1 or 0. */
 void hpu_memory_are_allocated(const void *const *block_starts, int n, uint8_t *live);
+/* As hpu_memory_are_allocated, and live[i] only when the block's current
+ * allocation asked for at least needed[i] bytes: a block the allocator has
+ * since handed to a smaller tensor no longer holds the tensor that was
+ * recorded there (NULL needed: any size). */
+void hpu_memory_are_held(const void *const *block_starts, const uint64_t *needed, int n, uint8_t *live);
 
 /* Which card's arena holds p; *device = -1 (and HPU_SUCCESS) for a pointer
  * outside every arena (host memory). */

@@ -42,6 +42,14 @@ static inline int hpu_tensor_is_contiguous(const hpu_tensor_t *t) {
 static inline void *hpu_tensor_data(const hpu_tensor_t *t) {
   return (char *)t->storage + t->offset;
 }
+/* One byte past the last element, counted from the storage's start
+ * (strides are >= 0; an empty view ends where it starts). */
+static inline uint64_t hpu_tensor_end_offset(const hpu_tensor_t *t) {
+  if (hpu_tensor_numel(t) == 0) return (uint64_t)t->offset;
+  uint64_t last = 0;
+  for (int d = 0; d < t->ndim; d++) last += (uint64_t)(t->sizes[d] - 1) * (uint64_t)t->strides[d];
+  return (uint64_t)t->offset + (last + 1) * hpu_dtype_size(t->dtype);
+}
 /* Fills a contiguous descriptor. Fails on ndim > HPU_MAX_DIMS or a negative size. */
 int hpu_tensor_init_contiguous(hpu_tensor_t *t, void *storage, hpu_dtype_t dtype,
                                int ndim, const int64_t *sizes);
