@@ -165,7 +165,7 @@ class _Captured:
 
     def replay(self, call, args, device):
         storages = [None] * len(self.output_ptrs)
-        for i, (o, whole) in enumerate(zip(self.outputs, self.whole)):
+        for o, whole in zip(self.outputs, self.whole):
             if whole:
                 storages[o.where] = torch.empty_strided(o.shape, o.stride, dtype=o.dtype, device=device)
         for slot, nbytes in enumerate(self.output_nbytes):
