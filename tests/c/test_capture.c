@@ -114,9 +114,7 @@ static void *fill_on_another_thread(void *arg) {
   w->was_capturing = hpu_capture_active(0);
   w->st = hpu_malloc(0, N * sizeof(float), (void **)&w->buf);
   if (w->st != HPU_SUCCESS) return NULL;
-  hpu_node_t n = node_of(HPU_OP_FILL, HPU_FLOAT32);
-  n.outputs[0] = T1(w->buf, HPU_FLOAT32, N);
-  n.params.fill.value = hpu_scalar_float(7);
+  hpu_node_t n = fill_node(T1(w->buf, HPU_FLOAT32, N), 7);
   w->st = hpu_submit(w->stream, &n);
   if (w->st == HPU_SUCCESS) w->st = hpu_stream_synchronize(w->stream);
   return NULL;
@@ -136,9 +134,7 @@ static void test_a_demotable_capture_records_only_its_threads_work(void) {
   CU_ASSERT_EQUAL(w.st, HPU_SUCCESS);
   CU_ASSERT_FALSE(w.was_capturing);
   CU_ASSERT_EQUAL(count_not(w.buf, 7.0f), 0); /* it ran, during the capture */
-  hpu_node_t n = node_of(HPU_OP_FILL, HPU_FLOAT32);
-  n.outputs[0] = T1(mine, HPU_FLOAT32, N);
-  n.params.fill.value = hpu_scalar_float(3);
+  hpu_node_t n = fill_node(T1(mine, HPU_FLOAT32, N), 3);
   CU_ASSERT_EQUAL(hpu_submit(s, &n), HPU_SUCCESS);
   hpu_captured_t *g = NULL;
   CU_ASSERT_EQUAL_FATAL(hpu_capture_end(0, &g), HPU_SUCCESS);
@@ -160,17 +156,14 @@ static void test_a_capture_reuses_the_blocks_it_freed(void) {
   CU_ASSERT_EQUAL_FATAL(hpu_capture_begin(0), HPU_SUCCESS);
   float *big, *out;
   CU_ASSERT_EQUAL_FATAL(hpu_malloc(0, 2 * N * sizeof(float), (void **)&big), HPU_SUCCESS);
-  hpu_node_t n = node_of(HPU_OP_FILL, HPU_FLOAT32);
-  n.outputs[0] = T1(big, HPU_FLOAT32, 2 * N);
-  n.params.fill.value = hpu_scalar_float(1);
+  hpu_node_t n = fill_node(T1(big, HPU_FLOAT32, 2 * N), 1);
   CU_ASSERT_EQUAL(hpu_submit(s, &n), HPU_SUCCESS);
   CU_ASSERT_EQUAL(hpu_free(0, big), HPU_SUCCESS);
   CU_ASSERT_EQUAL(hpu_free(0, big), HPU_ERROR_INVALID_ARGUMENT); /* twice is an error */
   /* the next allocation that fits takes the dead block */
   CU_ASSERT_EQUAL_FATAL(hpu_malloc(0, N * sizeof(float), (void **)&out), HPU_SUCCESS);
   CU_ASSERT_PTR_EQUAL(out, big);
-  n.outputs[0] = T1(out, HPU_FLOAT32, N);
-  n.params.fill.value = hpu_scalar_float(2);
+  n = fill_node(T1(out, HPU_FLOAT32, N), 2);
   CU_ASSERT_EQUAL(hpu_submit(s, &n), HPU_SUCCESS);
   hpu_captured_t *g = NULL;
   CU_ASSERT_EQUAL_FATAL(hpu_capture_end(0, &g), HPU_SUCCESS);

@@ -12,13 +12,6 @@
 #include "hpu/hpu.h"
 #include "test_nodes.h"
 
-static hpu_node_t fill_node(hpu_tensor_t out, double v) {
-  hpu_node_t n = node_of(HPU_OP_FILL, out.dtype);
-  n.outputs[0] = out;
-  n.params.fill.value = hpu_scalar_float(v);
-  return n;
-}
-
 static void test_graph_basics(void) {
   hpu_graph_t *g;
   CU_ASSERT_EQUAL_FATAL(hpu_graph_create(&g), HPU_SUCCESS);

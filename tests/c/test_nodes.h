@@ -41,6 +41,14 @@ static inline hpu_node_t node_of(hpu_op_t op, hpu_dtype_t cdt) {
   return n;
 }
 
+/* out = v everywhere. */
+static inline hpu_node_t fill_node(hpu_tensor_t out, double v) {
+  hpu_node_t n = node_of(HPU_OP_FILL, out.dtype);
+  n.outputs[0] = out;
+  n.params.fill.value = hpu_scalar_float(v);
+  return n;
+}
+
 /* out = a op b (ADD SUB MUL DIV), computing in cdt. */
 static inline hpu_node_t binary_node(hpu_op_t op, hpu_dtype_t cdt, hpu_tensor_t out, hpu_tensor_t a,
                                      hpu_tensor_t b) {
