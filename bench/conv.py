@@ -1,4 +1,6 @@
-"""Convolutions of ResNet-50 at batch 8 (224x224 input): torch's CPU
+"""Convolutions of ResNet-50 at batch 8 (224x224 input), or with
+`--shapes cifar` those of examples/train_resnet.py's CIFAR ResNet-18
+(width 16, 32x32 input) at its batch of 64: torch's CPU
 convolution (oneDNN) against hpu's (csrc/kernels/conv.c), forward and
 backward (dx and dW; dbias too where the layer has one), float32. Eager
 mode, op + synchronize, both sides in this process, timed by bench/ops.py's
@@ -6,6 +8,7 @@ time_pair (interleaved, with a lead-in of the same side); prints
 torch-time / hpu-time by best and by median (above 1: hpu faster).
 
     python bench/conv.py [--reps 5] [--budget 2.0] [--threads 2] [--batch 8]
+    python bench/conv.py --shapes cifar [--batch 64]
 """
 import argparse
 import pathlib
@@ -33,6 +36,21 @@ SHAPES = [
     ("3x3 512->512 @7", 512, 7, 512, 3, 1, 1),
 ]
 
+# examples/train_resnet.py's default model: CIFAR ResNet-18 at width 16
+CIFAR_SHAPES = [
+    ("stem 3x3 3->16 @32", 3, 32, 16, 3, 1, 1),
+    ("3x3 16->16 @32", 16, 32, 16, 3, 1, 1),
+    ("3x3/2 16->32 @32", 16, 32, 32, 3, 2, 1),
+    ("1x1/2 16->32 @32", 16, 32, 32, 1, 2, 0),
+    ("3x3 32->32 @16", 32, 16, 32, 3, 1, 1),
+    ("3x3/2 32->64 @16", 32, 16, 64, 3, 2, 1),
+    ("1x1/2 32->64 @16", 32, 16, 64, 1, 2, 0),
+    ("3x3 64->64 @8", 64, 8, 64, 3, 1, 1),
+    ("3x3/2 64->128 @8", 64, 8, 128, 3, 2, 1),
+    ("1x1/2 64->128 @8", 64, 8, 128, 1, 2, 0),
+    ("3x3 128->128 @4", 128, 4, 128, 3, 1, 1),
+]
+
 
 def main():
     ap = argparse.ArgumentParser()
@@ -40,14 +58,18 @@ def main():
     ap.add_argument("--budget", type=float, default=2.0, help="seconds per case")
     ap.add_argument("--settle", type=float, default=0.03)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--batch", type=int, default=None, help="8 for resnet50, 64 for cifar")
+    ap.add_argument("--shapes", choices=["resnet50", "cifar"], default="resnet50")
     args = ap.parse_args()
+    shapes = SHAPES if args.shapes == "resnet50" else CIFAR_SHAPES
+    if args.batch is None:
+        args.batch = 8 if args.shapes == "resnet50" else 64
     torch.set_num_threads(args.threads)
     htcore._set_lazy_mode(False)
     g = torch.Generator().manual_seed(0)
     print(f"{'conv (batch %d, fp32)' % args.batch:34s} {'pass':8s} {'torch ms':>9s} {'hpu ms':>9s} "
           f"{'best':>6s} {'median':>7s}")
-    for name, C, H, Co, k, s, p in SHAPES:
+    for name, C, H, Co, k, s, p in shapes:
         x = torch.randn(args.batch, C, H, H, generator=g)
         w = torch.randn(Co, C, k, k, generator=g) * (2.0 / (C * k * k)) ** 0.5
         dy = torch.randn(F.conv2d(x[:1], w, stride=s, padding=p).shape[1:], generator=g).expand(

@@ -16,12 +16,14 @@
  * blocks in a fixed order), dx += col2im(W^T @ dy_block), db = sum of dy
  * (double accumulation). im2col is parallel over panel rows, col2im over
  * input planes (each plane is written by one thread: no races). */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "hpu/parallel.h"
 #include "kernels/conv_igemm.h"
 #include "kernels/conv_winograd.h"
+#include "kernels/gemm.h"
 #include "kernels/kernels.h"
 #include "kernels/nn_util.h"
 

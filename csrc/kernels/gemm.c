@@ -1202,7 +1202,7 @@ static int amx_run(const hpu_gemm_t *g, int64_t nbatch, const int64_t *offs) {
   P.nbatch = nbatch;
   P.offs = offs;
   P.kpad = (g->k + AMX_KB - 1) / AMX_KB * AMX_KB;
-  int nt = hpu_get_num_threads();
+  int nt = hpu_parallel_inside() ? 1 : hpu_get_num_threads();
   if (nt < 1) nt = 1;
   int64_t np = (g->n + 31) / 32;
   /* whole products per thread when there are enough of them, else columns */
@@ -1272,7 +1272,7 @@ int hpu_gemm_run_batched(const hpu_gemm_t *g, int kernel, int64_t nbatch, const 
   P.offs = offs;
   hpu_dtype_t kdt = kernel == HPU_GEMM_BF16DOT ? HPU_BFLOAT16 : HPU_FLOAT32;
   P.adirect = g->dt == kdt && g->acs == 1 && g->k > 1;
-  int nt = hpu_get_num_threads();
+  int nt = hpu_parallel_inside() ? 1 : hpu_get_num_threads();
   if (nt < 1) nt = 1;
   double flops = 2.0 * (double)g->m * (double)g->n * (double)g->k;
   int64_t mp = (g->m + MR - 1) / MR, np = (g->n + NR - 1) / NR;

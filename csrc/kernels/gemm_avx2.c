@@ -252,7 +252,7 @@ int hpu_gemm_avx2_run(const hpu_gemm_t *g, int64_t nbatch, const int64_t *offs) 
   J.np = (g->n + NR - 1) / NR;
   J.nkb = (g->k + KC - 1) / KC;
   J.kc = (g->k + J.nkb - 1) / J.nkb;
-  int nt = hpu_get_num_threads();
+  int nt = hpu_parallel_inside() ? 1 : hpu_get_num_threads();
   if (nt < 1) nt = 1;
   /* enough units for the pool to balance (4 per thread), else A in L2 */
   int64_t want = 4 * (int64_t)nt, units = nbatch * J.np;

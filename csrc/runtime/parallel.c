@@ -274,6 +274,8 @@ int hpu_parallel_pending(void) {
   return !in_parallel && T_NEXT(t) < T_NCH(t);
 }
 
+int hpu_parallel_inside(void) { return in_parallel; }
+
 int hpu_parallel_help(void) {
   if (in_parallel) return 0;
   uint64_t t = atomic_load_explicit(&pool.ticket, memory_order_acquire);

@@ -161,6 +161,10 @@ static void conv_cases(void) {
   check_case((cs_t){2, 16, 9, 11, 24, 3, 3, 2, 2, 1, 1, 1, 1, 1});
   check_case((cs_t){3, 8, 13, 6, 12, 3, 3, 2, 2, 2, 0, 1, 1, 1});
   check_case((cs_t){2, 16, 9, 11, 24, 1, 1, 2, 2, 0, 0, 1, 1, 1});
+  /* few channels, float32: the weight gradient summed by image chunks */
+  check_case((cs_t){9, 8, 7, 7, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1});    /* 9 images in 8 chunks */
+  check_case((cs_t){12, 16, 4, 4, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1}); /* several images per panel */
+  check_case((cs_t){3, 8, 48, 48, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1});  /* row bands in a chunk */
 }
 
 static void test_conv_by_definition(void) {

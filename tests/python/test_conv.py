@@ -28,6 +28,10 @@ CASES_2D = [
     (2, 16, 9, 11, 24, 3, 2, 1, 1, 1),
     (3, 8, 13, 6, 12, 3, 2, 2, 1, 1),
     (2, 16, 9, 11, 24, 1, 2, 0, 1, 1),       # 1x1 / 2: gathers
+    # few channels: the weight gradient summed by image chunks (conv_tmpl.h)
+    (9, 8, 7, 7, 8, 3, 1, 1, 1, 1),          # 9 images in 8 chunks
+    (12, 16, 4, 4, 16, 3, 2, 1, 1, 1),       # several images per panel in a chunk
+    (3, 8, 48, 48, 8, 3, 1, 1, 1, 1),        # an image over row bands in a chunk
 ]
 
 
@@ -181,6 +185,27 @@ def test_conv_layouts_and_batchless(fallback_counts):
     torch.testing.assert_close(hconv(x[0].to("hpu")).cpu(), conv(x[0]), rtol=1e-5, atol=1e-5)
     e = hconv(torch.randn(0, 4, 7, 7, device="hpu"))
     assert e.shape == (0, 6, 7, 7)
+    assert fallback_counts() == {}
+
+
+@pytest.mark.parametrize("case", [(16, 16, 12, 12, 16, 3, 1, 1), (9, 8, 10, 10, 32, 3, 2, 1)])
+def test_conv_weight_grad_is_the_same_on_any_thread_count(case, fallback_counts):
+    """The weight gradient sums its image chunks in a fixed order, so one
+    thread and two give the same bits."""
+    N, C, H, W, Co, k, s, p = case
+    torch.manual_seed(0)
+    x, w = torch.randn(N, C, H, W).to("hpu"), torch.randn(Co, C, k, k).to("hpu")
+    gy = torch.randn(F.conv2d(x.cpu(), w.cpu(), stride=s, padding=p).shape).to("hpu")
+    old = torch.get_num_threads()
+    grads = []
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            grads.append(torch.ops.aten.convolution_backward(
+                gy, x, w, None, [s, s], [p, p], [1, 1], False, [0, 0], 1, [False, True, False])[1].cpu())
+    finally:
+        torch.set_num_threads(old)
+    assert torch.equal(grads[0], grads[1])
     assert fallback_counts() == {}
 
 

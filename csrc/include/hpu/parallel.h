@@ -26,6 +26,11 @@ int hpu_parallel_help(void);
  * the calling thread could help with (one atomic load: for spin loops). */
 int hpu_parallel_pending(void);
 
+/* Non-zero on a thread that is running a chunk of a parallel_for: a
+ * parallel_for it calls runs inline, so a kernel sizing its work by the
+ * thread count should plan for one thread. */
+int hpu_parallel_inside(void);
+
 #ifdef __cplusplus
 }
 #endif
