@@ -236,7 +236,7 @@ static hpu_status_t FN(dx_as_convolution)(const hpu_node_t *n, const geo_t *g, c
 }
 
 #ifdef CONV_IGEMM
-/* ---- weight gradient by images (float32) ------------------------------- */
+/* ---- backward by image chunks (float32) -------------------------------- */
 
 /* dW = sum over the images of dy_block @ col^T has a small output when the
  * channels are few (16 -> 16 at 3x3: [16 x 144]) and a long sum (every
@@ -248,43 +248,52 @@ static hpu_status_t FN(dx_as_convolution)(const hpu_node_t *n, const geo_t *g, c
  * own partial, and the partials are added in chunk order: the same rounding
  * on any number of threads. That shape then took 3.0 ms, and ResNet-50's
  * 3x3 64->64 at 56x56, batch 8, 10.4-11.0 ms instead of 25.1 (torch: 14.5).
- * Larger partials stay with the output-tiled product, which splits well. */
+ * Larger partials stay with the output-tiled product, which splits well.
+ * The col2im dx (stride 2) is cut the same way, for the same reason, and
+ * needs no partials: each image's dx is its own chunk's. */
 #define DW_CHUNKS 8
 #define DW_PARTIAL_MAX (64 * 1024) /* floats in one partial dW */
 
 typedef struct {
   const geo_t *g;
-  const T *x, *dy;
-  T *dw;       /* chunk 0's sum, then the total */
+  const T *x, *dy, *w;
+  T *dw;       /* NULL, or chunk 0's sum, then the total */
   T *partials; /* chunks 1..nchunk-1, G * Cog * K floats each */
+  T *dx;       /* NULL, or dx by col2im */
   int64_t nchunk, per;
   int kernel;
   atomic_int failed;
-} FN(dw_images_t);
+} FN(chunks_t);
 
-static int FN(dw_kernel)(void) {
+static int FN(chunk_kernel)(void) {
   hpu_isa_t isa = hpu_kernels_isa();
   return isa >= HPU_ISA_AVX512 ? HPU_GEMM_F32FMA : isa >= HPU_ISA_AVX2 ? HPU_GEMM_F32AVX2 : HPU_GEMM_NONE;
 }
 
 static int FN(dw_by_images)(const geo_t *g) {
   return g->N >= 2 && g->Cog >= 8 && g->K >= 8 && g->G * g->Cog * g->K <= DW_PARTIAL_MAX &&
-         FN(dw_kernel)() != HPU_GEMM_NONE;
+         FN(chunk_kernel)() != HPU_GEMM_NONE;
 }
 
-/* One chunk: images [n0, n1) summed block by block into out. */
-static int FN(dw_chunk)(const FN(dw_images_t) *c, int64_t n0, int64_t n1, T *out) {
+static int FN(dx_by_images)(const geo_t *g) { return g->N >= 2 && FN(chunk_kernel)() != HPU_GEMM_NONE; }
+
+/* One chunk: images [n0, n1), block by block: dW summed into out, dx
+ * (zeroed first) by col2im of W^T @ dy. */
+static int FN(chunk)(const FN(chunks_t) *c, int64_t n0, int64_t n1, T *out) {
   geo_t g = *c->g;
   g.N = n1 - n0;
   int64_t band;
-  FN(panel_t) p = {&g, first_block(&g, &band, sizeof(T)), c->x + n0 * g.C * g.H * g.W, NULL, NULL};
+  FN(panel_t) p = {&g, first_block(&g, &band, sizeof(T)), c->x + n0 * g.C * g.H * g.W,
+                   c->dx ? c->dx + n0 * g.C * g.H * g.W : NULL, NULL};
   const T *dy = c->dy + n0 * g.Co * g.P;
-  T *col = malloc((size_t)(g.G * g.K * p.b.L) * sizeof(T));
+  size_t panel = (size_t)(g.G * g.K * p.b.L);
+  T *col = out ? malloc(panel * sizeof(T)) : NULL;
+  T *dcol = p.dx ? malloc(panel * sizeof(T)) : NULL;
   T *dyt = p.b.nb > 1 ? malloc((size_t)(g.G * g.Cog * p.b.L) * sizeof(T)) : NULL;
-  int ok = col && (p.b.nb == 1 || dyt);
-  p.col = col;
+  int ok = (!out || col) && (!p.dx || dcol) && (p.b.nb == 1 || dyt);
+  if (ok && p.dx) memset(p.dx, 0, (size_t)(g.N * g.C * g.H * g.W) * sizeof(T));
   for (int first = 1; ok; first = 0) {
-    FN(run_im2col)(&p); /* inline: this thread runs a chunk */
+    /* dy of the block as [G, Cog, L]: in place for one image, else copied */
     hpu_tensor_t src = FN(out_block_view)(&g, dy, &p.b);
     const T *a = hpu_tensor_data(&src);
     int64_t ars = g.P, astep = g.Cog * g.P;
@@ -293,29 +302,43 @@ static int FN(dw_chunk)(const FN(dw_images_t) *c, int64_t n0, int64_t n1, T *out
       hpu_copy_tensor(&t, &src);
       a = dyt, ars = p.b.L, astep = g.Cog * p.b.L;
     }
-    for (int64_t gi = 0; gi < g.G && ok; gi++) {
-      hpu_gemm_t gg = {g.Cog, g.K, p.b.L, a + gi * astep, ars, 1, col + gi * g.K * p.b.L, 1, p.b.L,
-                       out + gi * g.Cog * g.K, g.K, 1, DT, 1.0f, first ? 0.0f : 1.0f};
-      ok = hpu_gemm_run(&gg, c->kernel) == 0;
+    if (out) {
+      p.col = col;
+      FN(run_im2col)(&p); /* inline: this thread runs a chunk */
+      for (int64_t gi = 0; gi < g.G && ok; gi++) {
+        hpu_gemm_t gg = {g.Cog, g.K, p.b.L, a + gi * astep, ars, 1, col + gi * g.K * p.b.L, 1, p.b.L,
+                         out + gi * g.Cog * g.K, g.K, 1, DT, 1.0f, first ? 0.0f : 1.0f};
+        ok = hpu_gemm_run(&gg, c->kernel) == 0;
+      }
+    }
+    if (p.dx && ok) {
+      p.col = dcol;
+      for (int64_t gi = 0; gi < g.G && ok; gi++) { /* dcol [K, L] = W^T [K, Cog] @ dy [Cog, L] */
+        hpu_gemm_t gg = {g.K, p.b.L, g.Cog, c->w + gi * g.Cog * g.K, 1, g.K, a + gi * astep, ars, 1,
+                         dcol + gi * g.K * p.b.L, p.b.L, 1, DT, 1.0f, 0.0f};
+        ok = hpu_gemm_run(&gg, c->kernel) == 0;
+      }
+      if (ok) FN(col2im_planes)(&p, 0, p.b.nb * g.C);
     }
     if (!next_block(&g, band, &p.b)) break;
   }
   free(col);
+  free(dcol);
   free(dyt);
   return ok;
 }
 
-static void FN(dw_chunks)(void *ctx, int64_t c0, int64_t c1) {
-  FN(dw_images_t) *c = ctx;
+static void FN(chunk_range)(void *ctx, int64_t c0, int64_t c1) {
+  FN(chunks_t) *c = ctx;
   for (int64_t ci = c0; ci < c1; ci++) {
     int64_t n0 = c->g->N * ci / c->nchunk, n1 = c->g->N * (ci + 1) / c->nchunk;
-    T *out = ci == 0 ? c->dw : c->partials + (ci - 1) * c->per;
-    if (!FN(dw_chunk)(c, n0, n1, out)) atomic_store(&c->failed, 1);
+    T *out = !c->dw ? NULL : ci == 0 ? c->dw : c->partials + (ci - 1) * c->per;
+    if (!FN(chunk)(c, n0, n1, out)) atomic_store(&c->failed, 1);
   }
 }
 
 static void FN(dw_sum_partials)(void *ctx, int64_t e0, int64_t e1) {
-  const FN(dw_images_t) *c = ctx;
+  const FN(chunks_t) *c = ctx;
   for (int64_t e = e0; e < e1; e++) {
     T s = c->dw[e];
     for (int64_t ci = 1; ci < c->nchunk; ci++) s += c->partials[(ci - 1) * c->per + e];
@@ -323,13 +346,16 @@ static void FN(dw_sum_partials)(void *ctx, int64_t e0, int64_t e1) {
   }
 }
 
-static hpu_status_t FN(dw_images)(const geo_t *g, const T *x, const T *dy, T *dw) {
-  FN(dw_images_t) c = {g, x, dy, dw, NULL, g->N < DW_CHUNKS ? g->N : DW_CHUNKS, g->G * g->Cog * g->K,
-                       FN(dw_kernel)(), 0};
-  c.partials = malloc((size_t)((c.nchunk - 1) * c.per) * sizeof(T));
-  if (!c.partials) return oom();
-  hpu_parallel_for(c.nchunk, 1, FN(dw_chunks), &c);
-  if (!atomic_load(&c.failed)) hpu_parallel_for(c.per, 4096, FN(dw_sum_partials), &c);
+/* dw and / or dx (either may be NULL) by image chunks. */
+static hpu_status_t FN(backward_by_images)(const geo_t *g, const T *x, const T *dy, const T *w, T *dw, T *dx) {
+  FN(chunks_t) c = {g, x, dy, w, dw, NULL, dx, g->N < DW_CHUNKS ? g->N : DW_CHUNKS, g->G * g->Cog * g->K,
+                    FN(chunk_kernel)(), 0};
+  if (dw) {
+    c.partials = malloc((size_t)((c.nchunk - 1) * c.per) * sizeof(T));
+    if (!c.partials) return oom();
+  }
+  hpu_parallel_for(c.nchunk, 1, FN(chunk_range), &c);
+  if (dw && !atomic_load(&c.failed)) hpu_parallel_for(c.per, 4096, FN(dw_sum_partials), &c);
   free(c.partials);
   return atomic_load(&c.failed) ? oom() : HPU_SUCCESS;
 }
@@ -368,10 +394,14 @@ static hpu_status_t FN(conv_backward)(const hpu_node_t *n) {
     if (!dw) return HPU_SUCCESS;
   }
 #ifdef CONV_IGEMM
-  if (dw && FN(dw_by_images)(&g)) {
-    HPU_TRY(FN(dw_images)(&g, x, dy, dw));
-    dw = NULL;
-    if (!dx) return HPU_SUCCESS;
+  {
+    T *cdw = dw && FN(dw_by_images)(&g) ? dw : NULL, *cdx = dx && FN(dx_by_images)(&g) ? dx : NULL;
+    if (cdw || cdx) {
+      HPU_TRY(FN(backward_by_images)(&g, x, dy, w, cdw, cdx));
+      if (cdw) dw = NULL;
+      if (cdx) dx = NULL;
+      if (!dw && !dx) return HPU_SUCCESS;
+    }
   }
 #endif
   if (dx) memset(dx, 0, (size_t)(g.N * g.C * g.H * g.W) * sizeof(T));
