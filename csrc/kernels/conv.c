@@ -15,7 +15,9 @@
  * Backward uses the same panels: dW += dy_block @ col^T (summed over the
  * blocks in a fixed order), dx += col2im(W^T @ dy_block), db = sum of dy
  * (double accumulation). im2col is parallel over panel rows, col2im over
- * input planes (each plane is written by one thread: no races). */
+ * input planes (each plane is written by one thread: no races). In float32,
+ * a small dW and a col2im dx are computed by image chunks instead, each
+ * chunk on one thread (conv_tmpl.h, "backward by image chunks"). */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
