@@ -275,7 +275,16 @@ static int FN(dw_by_images)(const geo_t *g) {
          FN(chunk_kernel)() != HPU_GEMM_NONE;
 }
 
-static int FN(dx_by_images)(const geo_t *g) { return g->N >= 2 && FN(chunk_kernel)() != HPU_GEMM_NONE; }
+/* Each chunk reads all of W in every block, on its own thread: measured
+ * (bench/conv.py shapes, batch 8-16, Zen 4 class) faster by chunks up to
+ * 128->256 at 3x3 (295K weights: 10.5 against 11.1 ms), slower from
+ * 256->512 at 3x3 (1.2M: 12.5 against 10.6) and 1x1 1024->2048 (2.1M:
+ * 14.8 against 9.7), where the output-tiled product shares W's panels. */
+#define DX_WEIGHTS_MAX (512 * 1024)
+
+static int FN(dx_by_images)(const geo_t *g) {
+  return g->N >= 2 && g->G * g->Cog * g->K <= DX_WEIGHTS_MAX && FN(chunk_kernel)() != HPU_GEMM_NONE;
+}
 
 /* One chunk: images [n0, n1), block by block: dW summed into out, dx
  * (zeroed first) by col2im of W^T @ dy. */
