@@ -72,23 +72,18 @@ int hpu_plan_node_fusible(const hpu_node_t *nd) {
   return 1;
 }
 
-/* The bytes a view spans (strides are >= 0): a strided view, such as a
- * slice read by a node after the group, spans more than numel elements. */
-static void byte_range(const hpu_tensor_t *t, uintptr_t *lo, uintptr_t *hi) {
-  *lo = (uintptr_t)hpu_tensor_data(t);
-  *hi = (uintptr_t)t->storage + (uintptr_t)hpu_tensor_end_offset(t);
-}
-
 /* Whether contiguous view `w`, written whole, overwrites every byte of `t`. */
 static int covers(const hpu_tensor_t *w, const hpu_tensor_t *t) {
   if (w->storage != t->storage || !hpu_tensor_is_contiguous(w)) return 0;
   return w->offset <= t->offset && hpu_tensor_end_offset(w) >= hpu_tensor_end_offset(t);
 }
 
+/* By the bytes the views span: a strided view, such as a slice read by a
+ * node after the group, spans more than numel elements. */
 static int overlaps(const hpu_tensor_t *a, const hpu_tensor_t *b) {
   uintptr_t alo, ahi, blo, bhi;
-  byte_range(a, &alo, &ahi);
-  byte_range(b, &blo, &bhi);
+  hpu_tensor_byte_range(a, &alo, &ahi);
+  hpu_tensor_byte_range(b, &blo, &bhi);
   return alo < bhi && blo < ahi;
 }
 

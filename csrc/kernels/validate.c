@@ -100,14 +100,6 @@ static hpu_status_t check_broadcast(const char *name, int idx, const hpu_tensor_
 
 /* Memory overlap ----------------------------------------------------------- */
 
-static void byte_range(const hpu_tensor_t *t, uintptr_t *lo, uintptr_t *hi) {
-  uintptr_t start = (uintptr_t)hpu_tensor_data(t);
-  int64_t last = 0;
-  for (int d = 0; d < t->ndim; d++) last += (t->sizes[d] - 1) * t->strides[d];
-  *lo = start;
-  *hi = start + (uintptr_t)(last + 1) * hpu_dtype_size(t->dtype);
-}
-
 /* Its elements exactly tile [lo, hi): strides are a permutation of a
  * contiguous layout (size-1 dims ignored). */
 static int dense(const hpu_tensor_t *t) {
@@ -150,8 +142,8 @@ static hpu_status_t check_overlap(const char *name, const hpu_tensor_t *out, int
                                   const hpu_tensor_t *in, int allow_alias) {
   if (numel_of(out) == 0 || numel_of(in) == 0) return HPU_SUCCESS;
   uintptr_t olo, ohi, ilo, ihi;
-  byte_range(out, &olo, &ohi);
-  byte_range(in, &ilo, &ihi);
+  hpu_tensor_byte_range(out, &olo, &ohi);
+  hpu_tensor_byte_range(in, &ilo, &ihi);
   if (ohi <= ilo || ihi <= olo) return HPU_SUCCESS;
   if (allow_alias) {
     if (exact_alias(out, in)) return HPU_SUCCESS;

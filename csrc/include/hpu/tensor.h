@@ -50,6 +50,12 @@ static inline uint64_t hpu_tensor_end_offset(const hpu_tensor_t *t) {
   for (int d = 0; d < t->ndim; d++) last += (uint64_t)(t->sizes[d] - 1) * (uint64_t)t->strides[d];
   return (uint64_t)t->offset + (last + 1) * hpu_dtype_size(t->dtype);
 }
+/* The bytes a view spans, [lo, hi) (a strided view spans more than numel
+ * elements; an empty one is empty). */
+static inline void hpu_tensor_byte_range(const hpu_tensor_t *t, uintptr_t *lo, uintptr_t *hi) {
+  *lo = (uintptr_t)hpu_tensor_data(t);
+  *hi = (uintptr_t)t->storage + (uintptr_t)hpu_tensor_end_offset(t);
+}
 /* Fills a contiguous descriptor. Fails on ndim > HPU_MAX_DIMS or a negative size. */
 int hpu_tensor_init_contiguous(hpu_tensor_t *t, void *storage, hpu_dtype_t dtype,
                                int ndim, const int64_t *sizes);
