@@ -115,6 +115,21 @@ static hpu_tensor_t FN(buf3)(const T *base, int64_t a, int64_t b, int64_t c) {
   return FN(view)(base, 3, sz, st);
 }
 
+/* dy (or y) of block b as [G, Cog, L]: a view of dy for one image, else
+ * copied into dyt (the images' columns side by side). */
+static hpu_tensor_t FN(block_dy)(const geo_t *g, const T *dy, const blk_t *b, T *dyt) {
+  hpu_tensor_t src = FN(out_block_view)(g, dy, b);
+  if (b->nb > 1) {
+    hpu_tensor_t t = FN(view)(dyt, 4, src.sizes, (int64_t[4]){g->Cog * b->L, b->L, b->nr * g->OW, 1});
+    hpu_copy_tensor(&t, &src);
+    return FN(buf3)(dyt, g->G, g->Cog, b->L);
+  }
+  src.ndim = 3;
+  src.sizes[2] = b->L;
+  src.strides[2] = 1;
+  return src;
+}
+
 /* ---- forward ------------------------------------------------------------ */
 
 static hpu_status_t FN(conv_forward)(const hpu_node_t *n) {
@@ -302,15 +317,9 @@ static int FN(chunk)(const FN(chunks_t) *c, int64_t n0, int64_t n1, T *out) {
   int ok = (!out || col) && (!p.dx || dcol) && (p.b.nb == 1 || dyt);
   if (ok && p.dx) memset(p.dx, 0, (size_t)(g.N * g.C * g.H * g.W) * sizeof(T));
   for (int first = 1; ok; first = 0) {
-    /* dy of the block as [G, Cog, L]: in place for one image, else copied */
-    hpu_tensor_t src = FN(out_block_view)(&g, dy, &p.b);
-    const T *a = hpu_tensor_data(&src);
-    int64_t ars = g.P, astep = g.Cog * g.P;
-    if (p.b.nb > 1) {
-      hpu_tensor_t t = FN(view)(dyt, 4, src.sizes, (int64_t[4]){g.Cog * p.b.L, p.b.L, p.b.nr * g.OW, 1});
-      hpu_copy_tensor(&t, &src);
-      a = dyt, ars = p.b.L, astep = g.Cog * p.b.L;
-    }
+    hpu_tensor_t D = FN(block_dy)(&g, dy, &p.b, dyt);
+    const T *a = hpu_tensor_data(&D);
+    int64_t ars = D.strides[1], astep = D.strides[0];
     if (out) {
       p.col = col;
       FN(run_im2col)(&p); /* inline: this thread runs a chunk */
@@ -429,19 +438,7 @@ static hpu_status_t FN(conv_backward)(const hpu_node_t *n) {
   hpu_tensor_t DW = FN(buf3)(dw, g.G, g.Cog, g.K);
   int first = 1;
   do {
-    /* dy of the block as [G, Cog, L] */
-    hpu_tensor_t src = FN(out_block_view)(&g, dy, &p.b);
-    hpu_tensor_t D;
-    if (p.b.nb > 1) {
-      hpu_tensor_t t = FN(view)(dyt, 4, src.sizes, (int64_t[4]){g.Cog * p.b.L, p.b.L, p.b.nr * g.OW, 1});
-      hpu_copy_tensor(&t, &src);
-      D = FN(buf3)(dyt, g.G, g.Cog, p.b.L);
-    } else {
-      D = src;
-      D.ndim = 3;
-      D.sizes[2] = p.b.L;
-      D.strides[2] = 1;
-    }
+    hpu_tensor_t D = FN(block_dy)(&g, dy, &p.b, dyt);
     if (dw) {
       p.col = col;
       FN(run_im2col)(&p);
