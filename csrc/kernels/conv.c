@@ -28,6 +28,7 @@
 #include "kernels/gemm.h"
 #include "kernels/kernels.h"
 #include "kernels/nn_util.h"
+#include "kernels/scratch.h"
 
 #define INVALID HPU_ERROR_INVALID_ARGUMENT
 

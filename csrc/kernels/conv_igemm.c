@@ -35,6 +35,7 @@
 #include "kernels/gemm.h"
 #include "kernels/isa.h"
 #include "kernels/kernels.h"
+#include "kernels/scratch.h"
 
 #define PANEL HPU_GEMM_PANEL
 #define KC 256           /* k steps per slice */
@@ -160,7 +161,8 @@ static void igemm_range(void *vctx, int64_t begin, int64_t end) {
   const hpu_conv_igemm_t *g = t->g;
   int64_t K = t->K, Co = g->Co;
   int64_t most = t->per_task * PANEL;
-  float *bp = malloc(sizeof(float) * (size_t)(K * most + Co * most));
+  int slot;
+  float *bp = hpu_scratch_get(sizeof(float) * (size_t)(K * most + Co * most), &slot);
   if (!bp) {
     atomic_store(&t->oom, 1);
     return;
@@ -190,7 +192,7 @@ static void igemm_range(void *vctx, int64_t begin, int64_t end) {
       c += run;
     }
   }
-  free(bp);
+  hpu_scratch_put(bp, slot);
 }
 
 static int64_t floor_half(int64_t a) { return a >= 0 ? a / 2 : -((-a + 1) / 2); }
@@ -243,12 +245,13 @@ hpu_status_t hpu_conv_igemm(const hpu_conv_igemm_t *g, const float *x, const flo
   int64_t KK = g->KH * g->KW, H2 = (g->H + 1) / 2, W2 = (g->W + 1) / 2;
   tap_t *taps = malloc(sizeof(tap_t) * (size_t)KK);
   float *planes = NULL;
+  int pslot = -1;
   t.phases = g->sh == 2 && g->sw == 2 && g->dh == 1 && g->dw == 1 && KK > 1 &&
              g->N * g->C * 4 * H2 * W2 < ((int64_t)1 << 31) - 1;
-  if (t.phases) planes = malloc(sizeof(float) * (size_t)(g->N * g->C * 4 * H2 * W2));
+  if (t.phases) planes = hpu_scratch_get(sizeof(float) * (size_t)(g->N * g->C * 4 * H2 * W2), &pslot);
   if (!taps || (t.phases && !planes)) {
     free(taps);
-    free(planes);
+    if (planes) hpu_scratch_put(planes, pslot);
     return hpu_error(HPU_ERROR_OUT_OF_MEMORY, "convolution: out of host memory for the packed patches");
   }
   for (int64_t kh = 0; kh < g->KH; kh++)
@@ -281,7 +284,7 @@ hpu_status_t hpu_conv_igemm(const hpu_conv_igemm_t *g, const float *x, const flo
   atomic_init(&t.oom, 0);
   hpu_parallel_for(tasks, 1, igemm_range, &t);
   free(taps);
-  free(planes);
+  if (planes) hpu_scratch_put(planes, pslot);
   if (atomic_load(&t.oom))
     return hpu_error(HPU_ERROR_OUT_OF_MEMORY, "convolution: out of host memory for the packed patches");
   return HPU_SUCCESS;

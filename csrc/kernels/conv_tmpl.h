@@ -161,12 +161,13 @@ static hpu_status_t FN(conv_forward)(const hpu_node_t *n) {
 #endif
   int64_t band;
   FN(panel_t) p = {&g, first_block(&g, &band, sizeof(T)), x, NULL, NULL};
-  p.col = malloc((size_t)(g.G * g.K * p.b.L) * sizeof(T));
+  hpu_scratch_buf_t colb = {0}, tmpb = {0};
+  p.col = hpu_scratch_take(&colb, (size_t)(g.G * g.K * p.b.L) * sizeof(T));
   /* several images per block: the GEMM writes [G, Cog, nb, pixels] here */
-  T *tmp = p.b.nb > 1 ? malloc((size_t)(g.G * g.Cog * p.b.L) * sizeof(T)) : NULL;
+  T *tmp = p.b.nb > 1 ? hpu_scratch_take(&tmpb, (size_t)(g.G * g.Cog * p.b.L) * sizeof(T)) : NULL;
   if (!p.col || (p.b.nb > 1 && !tmp)) {
-    free(p.col);
-    free(tmp);
+    hpu_scratch_give(&colb);
+    hpu_scratch_give(&tmpb);
     return oom();
   }
   int64_t bs[3] = {g.G, g.Cog, 1}, bst[3] = {g.Cog, 1, 0};
@@ -186,8 +187,8 @@ static hpu_status_t FN(conv_forward)(const hpu_node_t *n) {
       hpu_copy_tensor(&dst, &src);
     }
   } while (next_block(&g, band, &p.b));
-  free(p.col);
-  free(tmp);
+  hpu_scratch_give(&colb);
+  hpu_scratch_give(&tmpb);
   return HPU_SUCCESS;
 }
 
@@ -221,7 +222,8 @@ static void FN(bias_grad)(void *ctx, int64_t c0, int64_t c1) {
 static hpu_status_t FN(dx_as_convolution)(const hpu_node_t *n, const geo_t *g, const T *dy, const T *w,
                                       T *dx) {
   int64_t KK = g->KH * g->KW;
-  T *wt = malloc((size_t)(g->Co * g->Cg * KK) * sizeof(T));
+  hpu_scratch_buf_t wtb;
+  T *wt = hpu_scratch_take(&wtb, (size_t)(g->Co * g->Cg * KK) * sizeof(T));
   if (!wt) return oom();
   for (int64_t gi = 0; gi < g->G; gi++)
     for (int64_t co = 0; co < g->Cog; co++)
@@ -246,7 +248,7 @@ static hpu_status_t FN(dx_as_convolution)(const hpu_node_t *n, const geo_t *g, c
   f.params.nn.strides[0] = g->dh * (g->KH - 1) - g->ph;
   f.params.nn.strides[1] = g->dw * (g->KW - 1) - g->pw;
   hpu_status_t st = FN(conv_forward)(&f);
-  free(wt);
+  hpu_scratch_give(&wtb);
   return st;
 }
 
@@ -311,9 +313,10 @@ static int FN(chunk)(const FN(chunks_t) *c, int64_t n0, int64_t n1, T *out) {
                    c->dx ? c->dx + n0 * g.C * g.H * g.W : NULL, NULL};
   const T *dy = c->dy + n0 * g.Co * g.P;
   size_t panel = (size_t)(g.G * g.K * p.b.L);
-  T *col = out ? malloc(panel * sizeof(T)) : NULL;
-  T *dcol = p.dx ? malloc(panel * sizeof(T)) : NULL;
-  T *dyt = p.b.nb > 1 ? malloc((size_t)(g.G * g.Cog * p.b.L) * sizeof(T)) : NULL;
+  hpu_scratch_buf_t colb = {0}, dcolb = {0}, dytb = {0};
+  T *col = out ? hpu_scratch_take(&colb, panel * sizeof(T)) : NULL;
+  T *dcol = p.dx ? hpu_scratch_take(&dcolb, panel * sizeof(T)) : NULL;
+  T *dyt = p.b.nb > 1 ? hpu_scratch_take(&dytb, (size_t)(g.G * g.Cog * p.b.L) * sizeof(T)) : NULL;
   int ok = (!out || col) && (!p.dx || dcol) && (p.b.nb == 1 || dyt);
   if (ok && p.dx) memset(p.dx, 0, (size_t)(g.N * g.C * g.H * g.W) * sizeof(T));
   for (int first = 1; ok; first = 0) {
@@ -340,9 +343,9 @@ static int FN(chunk)(const FN(chunks_t) *c, int64_t n0, int64_t n1, T *out) {
     }
     if (!next_block(&g, band, &p.b)) break;
   }
-  free(col);
-  free(dcol);
-  free(dyt);
+  hpu_scratch_give(&colb);
+  hpu_scratch_give(&dcolb);
+  hpu_scratch_give(&dytb);
   return ok;
 }
 
@@ -368,13 +371,14 @@ static void FN(dw_sum_partials)(void *ctx, int64_t e0, int64_t e1) {
 static hpu_status_t FN(backward_by_images)(const geo_t *g, const T *x, const T *dy, const T *w, T *dw, T *dx) {
   FN(chunks_t) c = {g, x, dy, w, dw, NULL, dx, g->N < DW_CHUNKS ? g->N : DW_CHUNKS, g->G * g->Cog * g->K,
                     FN(chunk_kernel)(), 0};
+  hpu_scratch_buf_t partb = {0};
   if (dw) {
-    c.partials = malloc((size_t)((c.nchunk - 1) * c.per) * sizeof(T));
+    c.partials = hpu_scratch_take(&partb, (size_t)((c.nchunk - 1) * c.per) * sizeof(T));
     if (!c.partials) return oom();
   }
   hpu_parallel_for(c.nchunk, 1, FN(chunk_range), &c);
   if (dw && !atomic_load(&c.failed)) hpu_parallel_for(c.per, 4096, FN(dw_sum_partials), &c);
-  free(c.partials);
+  hpu_scratch_give(&partb);
   return atomic_load(&c.failed) ? oom() : HPU_SUCCESS;
 }
 #endif
@@ -426,13 +430,14 @@ static hpu_status_t FN(conv_backward)(const hpu_node_t *n) {
   int64_t band;
   FN(panel_t) p = {&g, first_block(&g, &band, sizeof(T)), x, dx, NULL};
   size_t panel = (size_t)(g.G * g.K * p.b.L);
-  T *col = dw ? malloc(panel * sizeof(T)) : NULL;
-  T *dcol = dx ? malloc(panel * sizeof(T)) : NULL;
-  T *dyt = p.b.nb > 1 ? malloc((size_t)(g.G * g.Cog * p.b.L) * sizeof(T)) : NULL;
+  hpu_scratch_buf_t colb = {0}, dcolb = {0}, dytb = {0};
+  T *col = dw ? hpu_scratch_take(&colb, panel * sizeof(T)) : NULL;
+  T *dcol = dx ? hpu_scratch_take(&dcolb, panel * sizeof(T)) : NULL;
+  T *dyt = p.b.nb > 1 ? hpu_scratch_take(&dytb, (size_t)(g.G * g.Cog * p.b.L) * sizeof(T)) : NULL;
   if ((dw && !col) || (dx && !dcol) || (p.b.nb > 1 && !dyt)) {
-    free(col);
-    free(dcol);
-    free(dyt);
+    hpu_scratch_give(&colb);
+    hpu_scratch_give(&dcolb);
+    hpu_scratch_give(&dytb);
     return oom();
   }
   hpu_tensor_t DW = FN(buf3)(dw, g.G, g.Cog, g.K);
@@ -452,8 +457,8 @@ static hpu_status_t FN(conv_backward)(const hpu_node_t *n) {
     }
     first = 0;
   } while (next_block(&g, band, &p.b));
-  free(col);
-  free(dcol);
-  free(dyt);
+  hpu_scratch_give(&colb);
+  hpu_scratch_give(&dcolb);
+  hpu_scratch_give(&dytb);
   return HPU_SUCCESS;
 }

@@ -61,6 +61,7 @@
 #include "kernels/isa.h"
 #include "kernels/kernels.h"
 #include "kernels/load16.h"
+#include "kernels/scratch.h"
 
 #define MR 12
 #define NR 32
@@ -727,43 +728,6 @@ ATTR_512 static void pack_b_f32(const hpu_gemm_t *g, int64_t j0, int64_t cols, f
     for (int64_t j = 0; j < NR; j++) dst[p * NR + j] = j < cols ? ldf(b, p * rs + (j0 + j) * cs, dt) : 0.0f;
 }
 
-/* Scratch ------------------------------------------------------------------- */
-
-/* Packing buffers are kept between calls (a fresh malloc of this size is an
- * mmap whose pages fault in on every GEMM). One slot per concurrent caller. */
-#define NSLOT 8
-static struct {
-  _Atomic int busy;
-  void *p;
-  size_t n;
-} slots[NSLOT];
-
-static void *scratch_get(size_t n, int *slot) {
-  n = (n + 63) / 64 * 64;
-  for (int s = 0; s < NSLOT; s++) {
-    int z = 0;
-    if (!atomic_compare_exchange_strong(&slots[s].busy, &z, 1)) continue;
-    if (slots[s].n < n) {
-      free(slots[s].p);
-      slots[s].p = aligned_alloc(64, n);
-      slots[s].n = slots[s].p ? n : 0;
-      if (!slots[s].p) {
-        atomic_store(&slots[s].busy, 0);
-        return NULL;
-      }
-    }
-    *slot = s;
-    return slots[s].p;
-  }
-  *slot = -1;
-  return aligned_alloc(64, n);
-}
-
-static void scratch_put(void *p, int slot) {
-  if (slot < 0) free(p);
-  else atomic_store(&slots[slot].busy, 0);
-}
-
 /* Driver -------------------------------------------------------------------- */
 
 typedef struct plan_claims {
@@ -1220,11 +1184,11 @@ static int amx_run(const hpu_gemm_t *g, int64_t nbatch, const int64_t *offs) {
   P.nwork = serial ? 1 : (work < nt ? (int)work : nt);
   P.per = ((size_t)(32 * P.kpad * 2 + 4096) + (size_t)(P.nc / 32) * (size_t)(P.kpad / 2) * 128 + 63) / 64 * 64;
   int slot;
-  P.scratch = scratch_get(P.per * (size_t)P.nwork, &slot);
+  P.scratch = hpu_scratch_get(P.per * (size_t)P.nwork, &slot);
   if (!P.scratch) return -1; /* nothing written */
   if (serial) amx_range(&P, 0, 1);
   else hpu_parallel_for(P.nwork, 1, amx_range, &P);
-  scratch_put(P.scratch, slot);
+  hpu_scratch_put(P.scratch, slot);
   return 0;
 }
 
@@ -1370,28 +1334,28 @@ int hpu_gemm_run_batched(const hpu_gemm_t *g, int kernel, int64_t nbatch, const 
   int aslot = -1;
   if (!by_batch && P.nchunk == 1 && !P.adirect && apasses > 1 && abytes_src >= 256.0 * 1024) {
     P.apanels = mp;
-    P.apre = scratch_get((size_t)mp * (size_t)P.kp * MR * 4, &aslot);
+    P.apre = hpu_scratch_get((size_t)mp * (size_t)P.kp * MR * 4, &aslot);
     if (!P.apre) return -1;
   }
   int slot, pslot = -1;
-  P.scratch = scratch_get(P.per * (size_t)P.nwork, &slot);
+  P.scratch = hpu_scratch_get(P.per * (size_t)P.nwork, &slot);
   if (!P.scratch) {
-    if (P.apre) scratch_put(P.apre, aslot);
+    if (P.apre) hpu_scratch_put(P.apre, aslot);
     return -1;
   }
   if (P.nchunk > 1) {
-    P.part = scratch_get((size_t)(P.nchunk - 1) * (size_t)(g->m * g->n) * 4, &pslot);
+    P.part = hpu_scratch_get((size_t)(P.nchunk - 1) * (size_t)(g->m * g->n) * 4, &pslot);
     if (!P.part) {
-      scratch_put(P.scratch, slot);
+      hpu_scratch_put(P.scratch, slot);
       return -1;
     }
     /* a transposed A, when each chunk is one part: packed whole per chunk */
     int tslot = -1;
     if (g->ars == 1 && g->acs != 1 && P.cparts == 1) {
-      P.askt = scratch_get((size_t)P.nchunk * (size_t)mp * (size_t)P.kp * MR * 4, &tslot);
+      P.askt = hpu_scratch_get((size_t)P.nchunk * (size_t)mp * (size_t)P.kp * MR * 4, &tslot);
       if (!P.askt) {
-        scratch_put(P.part, pslot);
-        scratch_put(P.scratch, slot);
+        hpu_scratch_put(P.part, pslot);
+        hpu_scratch_put(P.scratch, slot);
         return -1;
       }
     }
@@ -1407,9 +1371,9 @@ int hpu_gemm_run_batched(const hpu_gemm_t *g, int kernel, int64_t nbatch, const 
       int64_t grain = (4096 + g->n - 1) / g->n;
       hpu_parallel_for(g->m, grain, splitk_reduce, &P);
     }
-    if (P.askt) scratch_put(P.askt, tslot);
-    scratch_put(P.part, pslot);
-    scratch_put(P.scratch, slot);
+    if (P.askt) hpu_scratch_put(P.askt, tslot);
+    hpu_scratch_put(P.part, pslot);
+    hpu_scratch_put(P.scratch, slot);
     return 0;
   }
   if (serial || by_batch) {
@@ -1432,8 +1396,8 @@ int hpu_gemm_run_batched(const hpu_gemm_t *g, int kernel, int64_t nbatch, const 
       hpu_parallel_for(parts < nt ? parts : nt, 1, part_range, &P);
     }
   }
-  scratch_put(P.scratch, slot);
-  if (P.apre) scratch_put(P.apre, aslot);
+  hpu_scratch_put(P.scratch, slot);
+  if (P.apre) hpu_scratch_put(P.apre, aslot);
   return 0;
 }
 
