@@ -24,6 +24,9 @@ CASES_2D = [
     (3, 20, 13, 5, 17, 3, 1, 2, 1, 1),       # padding 2
     (1, 96, 6, 6, 80, 3, 1, 0, 1, 1),        # few tiles, many channels: three passes
     (2, 16, 4, 70, 16, 3, 1, (1, 0), 1, 1),  # a tile row over several panels
+    (9, 16, 4, 4, 24, 3, 1, 1, 1, 1),        # short tile rows: spans across rows and images
+    (7, 16, 5, 3, 20, 3, 1, 1, 1, 1),        # spans, the last tile row and column cut
+    (21, 16, 2, 2, 16, 3, 1, 1, 1, 1),       # one tile per image, spans over 16 images
     # stride 2, one group, on AVX-512: the implicit GEMM over phase planes
     (2, 16, 9, 11, 24, 3, 2, 1, 1, 1),
     (3, 8, 13, 6, 12, 3, 2, 2, 1, 1),
