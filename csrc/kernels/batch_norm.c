@@ -8,8 +8,10 @@
  * last bits of float. */
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "hpu/parallel.h"
+#include "kernels/isa.h"
 #include "kernels/kernels.h"
 #include "kernels/nn_util.h"
 
@@ -84,7 +86,82 @@ hpu_status_t hpu_batch_norm_validate(const hpu_node_t *n) {
 typedef struct {
   const hpu_node_t *n;
   int64_t N, C, HW;
+  const void *rows; /* the bn_rows_t of the dtype and this CPU */
 } bn_t;
+
+#define BN_LANES 16
+
+/* The lanes' sum in one fixed order (a pairwise tree). */
+static double bn_fold(const double *acc) {
+  double a[BN_LANES / 2];
+  for (int l = 0; l < BN_LANES / 2; l++) a[l] = acc[l] + acc[l + BN_LANES / 2];
+  for (int w = BN_LANES / 4; w >= 1; w /= 2)
+    for (int l = 0; l < w; l++) a[l] += a[l + w];
+  return a[0];
+}
+
+#define BN_ROWS_TYPE(T, SUF)                                                                    \
+  typedef struct {                                                                              \
+    double (*sum)(const T *x, int64_t runs, int64_t hw, int64_t stride);                        \
+    double (*ssd)(const T *x, int64_t runs, int64_t hw, int64_t stride, double m);              \
+    void (*sumdot)(const T *g, const T *x, int64_t runs, int64_t hw, int64_t stride, double mean, \
+                   double *sum, double *dot);                                                   \
+    void (*affine)(const T *x, T *y, int64_t runs, int64_t hw, int64_t stride, T a, T b);       \
+    void (*dx)(const T *g, const T *x, T *dx, int64_t runs, int64_t hw, int64_t stride, T mean,  \
+               T mdy, T k, T ws);                                                               \
+    void (*scale)(const T *g, T *dx, int64_t runs, int64_t hw, int64_t stride, T ws);           \
+  } bn_rows_t_##SUF;
+BN_ROWS_TYPE(float, f32)
+BN_ROWS_TYPE(double, f64)
+#define ROWS_OF(SUF) {bn_sum_##SUF, bn_ssd_##SUF, bn_sumdot_##SUF, bn_affine_##SUF, bn_dx_##SUF, bn_scale_##SUF}
+
+#define T float
+#define ATTR HPU_ATTR_generic
+#define BN_VW 2
+#define RN(x) x##_f32_generic
+#include "kernels/batch_norm_rows.h"
+#undef ATTR
+#undef RN
+#undef BN_VW
+static const bn_rows_t_f32 rows_f32_generic = ROWS_OF(f32_generic);
+#if HPU_HAVE_ISA_CLONES
+#define ATTR HPU_ATTR_avx2
+#define BN_VW 4
+#define RN(x) x##_f32_avx2
+#include "kernels/batch_norm_rows.h"
+#undef ATTR
+#undef RN
+#undef BN_VW
+#define ATTR HPU_ATTR_avx512
+#define BN_VW 8
+#define RN(x) x##_f32_avx512
+#include "kernels/batch_norm_rows.h"
+#undef ATTR
+#undef RN
+#undef BN_VW
+static const bn_rows_t_f32 rows_f32_avx2 = ROWS_OF(f32_avx2);
+static const bn_rows_t_f32 rows_f32_avx512 = ROWS_OF(f32_avx512);
+#endif
+#undef T
+#define T double
+#define ATTR HPU_ATTR_generic
+#define BN_VW 2
+#define RN(x) x##_f64
+#include "kernels/batch_norm_rows.h"
+#undef ATTR
+#undef RN
+#undef BN_VW
+#undef T
+static const bn_rows_t_f64 rows_f64 = ROWS_OF(f64);
+
+static const bn_rows_t_f32 *rows_f32(void) {
+#if HPU_HAVE_ISA_CLONES
+  hpu_isa_t isa = hpu_kernels_isa();
+  if (isa == HPU_ISA_AVX512) return &rows_f32_avx512;
+  if (isa == HPU_ISA_AVX2) return &rows_f32_avx2;
+#endif
+  return &rows_f32_generic;
+}
 
 #define T float
 #define SQRT sqrtf
@@ -103,8 +180,8 @@ typedef struct {
 
 hpu_status_t hpu_batch_norm_execute(const hpu_node_t *n) {
   const hpu_tensor_t *x = &n->inputs[n->op == HPU_OP_BATCH_NORM ? 0 : 1];
-  bn_t b = {n, x->sizes[0], x->sizes[1], x->sizes[2]};
   int f64 = x->dtype == HPU_FLOAT64;
+  bn_t b = {n, x->sizes[0], x->sizes[1], x->sizes[2], f64 ? (const void *)&rows_f64 : (const void *)rows_f32()};
   hpu_range_fn fn = n->op == HPU_OP_BATCH_NORM ? (f64 ? forward_channels_f64 : forward_channels_f32)
                                                : (f64 ? backward_channels_f64 : backward_channels_f32);
   hpu_parallel_for(b.C, 1, fn, &b);

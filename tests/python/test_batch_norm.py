@@ -23,7 +23,7 @@ def close(h, c, dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
-@pytest.mark.parametrize("shape", [(4, 3), (4, 5, 7), (3, 6, 5, 4), (1, 2, 9, 9)])
+@pytest.mark.parametrize("shape", [(4, 3), (4, 5, 7), (3, 6, 5, 4), (1, 2, 9, 9), (3, 4, 16, 21)])
 @pytest.mark.parametrize("affine", [True, False])
 @pytest.mark.parametrize("training", [True, False])
 def test_batch_norm_matches_cpu(dtype, shape, affine, training, fallback_counts):
