@@ -48,6 +48,14 @@
  * preemption on shared cores) finishes its chunk soon after. */
 #define HPU_CALLER_SPIN_NS 200000
 
+/* A pool worker that starts a job on its caller's CPU moves to another
+ * CPU at most this often (parallel.c, leave_caller_cpu): often enough to
+ * undo a bad placement within a job or two, rarely enough that on a box
+ * with more busy threads than CPUs a worker does not bounce between them
+ * (each move is two affinity system calls and a cold cache). Not tuned
+ * by measurement. */
+#define HPU_COLOCATED_MOVE_NS 1000000
+
 /* ---- run on the caller or queue ---- */
 
 /* Eager ops run on the calling thread, as the card's next task, when the
