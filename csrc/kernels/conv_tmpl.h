@@ -416,6 +416,14 @@ static hpu_status_t FN(conv_backward)(const hpu_node_t *n) {
     if (!dw) return HPU_SUCCESS;
   }
 #ifdef CONV_IGEMM
+  if (dw && g.G == 1 && g.KH == 3 && g.KW == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1) {
+    hpu_conv_winograd_t wg = {g.N, g.C, g.H, g.W, g.Co, g.OH, g.OW, g.ph, g.pw};
+    if (hpu_conv_winograd_dw_suits(&wg)) {
+      HPU_TRY(hpu_conv_winograd_dw(&wg, x, dy, dw));
+      dw = NULL;
+      if (!dx) return HPU_SUCCESS;
+    }
+  }
   {
     T *cdw = dw && FN(dw_by_images)(&g) ? dw : NULL, *cdx = dx && FN(dx_by_images)(&g) ? dx : NULL;
     if (cdw || cdx) {

@@ -37,6 +37,8 @@
 #define PANEL HPU_GEMM_PANEL
 #define KC 256       /* k steps per slice */
 #define MAX_PANELS 4 /* per task: 128 tiles, 512 output pixels */
+#define DW_MAX_SIDE 16
+#define DW_MAX_FLOATS ((int64_t)8 << 20)
 
 /* HPU_CONV_WINOGRAD: 1 (default) or 0, read once; like HPU_GEMM_KERNEL, a
  * kernel choice that is not an error to get wrong: any other value is said
@@ -465,6 +467,174 @@ static hpu_status_t run_phases(wino_t *t) {
   return HPU_SUCCESS;
 }
 
+/* ---- weight gradient --------------------------------------------------- */
+
+/* dW by the same tiles (F(3x3, 2x2), the transpose of F(2x2, 3x3)): with
+ * dy's 2x2 block e of a tile and the tile's input patch d,
+ * dW[co][c] = G^T (sum over tiles of (A e A^T) . (B^T d B)) G, where A,
+ * B, G are the forward's matrices. So: V = B^T d B as the forward makes
+ * it, E = A e A^T per output channel, the 16 products M_i [Co x C] =
+ * E_i [Co x T] @ V_i^T [T x C] as one batch on the GEMM (each a sum over
+ * all T tiles), and G^T M G per (co, c). 16 multiply-adds per tile and
+ * channel pair instead of the direct form's 36, and no im2col. */
+
+typedef struct {
+  wino_t *t;
+  const float *dy;
+  float *e; /* [16][Co][T] */
+} dy_arg_t;
+
+/* E of the len <= SPAN tiles from `first` on: the 2x2 blocks of dy (zeros
+ * past OH and OW) in a window of 2 rows x 32 floats (the span's tile rows
+ * side by side: tile k's block at 2k), split into columns by two permutes. */
+HPU_ATTR_avx512 static void dy_span(const wino_t *t, const float *dy, int64_t first, int64_t len, float *e,
+                                    int64_t ms, int64_t ld) {
+  const hpu_conv_winograd_t *g = t->g;
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  /* per tile row of the span and block row a: where its in-image columns go, from where */
+  int64_t src[SPAN][2], dst[SPAN], cnt[SPAN], nimg[SPAN];
+  int64_t nr = 0;
+  for (int64_t k = 0; k < len;) {
+    int64_t i = first + k, row = i / t->TW, tw = i % t->TW, th = row % t->TH;
+    int64_t c = t->TW - tw < len - k ? t->TW - tw : len - k;
+    int64_t cols = 2 * c < g->OW - 2 * tw ? 2 * c : g->OW - 2 * tw;
+    nimg[nr] = row / t->TH;
+    dst[nr] = 2 * k;
+    cnt[nr] = cols;
+    for (int a = 0; a < 2; a++) src[nr][a] = 2 * th + a < g->OH ? (2 * th + a) * g->OW + 2 * tw : -1;
+    nr++;
+    k += c;
+  }
+  /* zeroed once: every channel writes the same in-image positions */
+  float win[2][2 * SPAN] __attribute__((aligned(64)));
+  memset(win, 0, sizeof win);
+  __mmask16 m = len >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << len) - 1);
+  for (int64_t co = 0; co < g->Co; co++) {
+    for (int64_t j = 0; j < nr; j++) {
+      const float *plane = dy + (nimg[j] * g->Co + co) * g->OH * g->OW;
+      for (int a = 0; a < 2; a++)
+        if (src[j][a] >= 0) copy_short(win[a] + dst[j], plane + src[j][a], cnt[j]);
+    }
+    __m512 u[2][4];
+    for (int a = 0; a < 2; a++) { /* e A^T along the block's columns */
+      __m512 lo = _mm512_load_ps(win[a]), hi = _mm512_load_ps(win[a] + 16);
+      __m512 d0 = _mm512_permutex2var_ps(lo, even, hi), d1 = _mm512_permutex2var_ps(lo, odd, hi);
+      u[a][0] = d0;
+      u[a][1] = _mm512_add_ps(d0, d1);
+      u[a][2] = _mm512_sub_ps(d0, d1);
+      u[a][3] = _mm512_sub_ps(_mm512_setzero_ps(), d1);
+    }
+    float *o = e + co * ld;
+    for (int s = 0; s < 4; s++) { /* A (e A^T) along its rows */
+      _mm512_mask_storeu_ps(o + (0 + s) * ms, m, u[0][s]);
+      _mm512_mask_storeu_ps(o + (4 + s) * ms, m, _mm512_add_ps(u[0][s], u[1][s]));
+      _mm512_mask_storeu_ps(o + (8 + s) * ms, m, _mm512_sub_ps(u[0][s], u[1][s]));
+      _mm512_mask_storeu_ps(o + (12 + s) * ms, m, _mm512_sub_ps(_mm512_setzero_ps(), u[1][s]));
+    }
+  }
+}
+
+static void dy_span_cb(const wino_t *t, void *arg, int64_t first, int64_t len, int64_t off) {
+  (void)off;
+  dy_arg_t *a = arg;
+  dy_span(t, a->dy, first, len, a->e + first, t->g->Co * t->tiles, t->tiles);
+}
+
+static void dy_rows(void *vctx, int64_t begin, int64_t end) {
+  dy_arg_t *a = vctx;
+  for_spans(a->t, begin * a->t->TW, (end - begin) * a->t->TW, 0, dy_span_cb, a);
+}
+
+typedef struct {
+  const float *m; /* [16][Co][C] */
+  float *dw;      /* [Co][C][3][3] */
+  int64_t Co, C;
+} dw_filter_t;
+
+/* dW = G^T M G for every (co, c), 16 channels to a vector. */
+HPU_ATTR_avx512 static void dw_filter_range(void *vctx, int64_t begin, int64_t end) {
+  const dw_filter_t *f = vctx;
+  int64_t Co = f->Co, C = f->C;
+  const __m512 half = _mm512_set1_ps(0.5f);
+  for (int64_t co = begin; co < end; co++)
+    for (int64_t c = 0; c < C; c += 16) {
+      int64_t nc = C - c < 16 ? C - c : 16;
+      __mmask16 msk = nc == 16 ? (__mmask16)0xffff : (__mmask16)((1u << nc) - 1);
+      __m512 q[16], t[3][4];
+      for (int i = 0; i < 16; i++) q[i] = _mm512_maskz_loadu_ps(msk, f->m + (i * Co + co) * C + c);
+      for (int s = 0; s < 4; s++) { /* G^T M */
+        __m512 p = _mm512_mul_ps(half, _mm512_add_ps(q[4 + s], q[8 + s]));
+        t[0][s] = _mm512_add_ps(q[s], p);
+        t[1][s] = _mm512_mul_ps(half, _mm512_sub_ps(q[4 + s], q[8 + s]));
+        t[2][s] = _mm512_add_ps(p, q[12 + s]);
+      }
+      float o[9][16] __attribute__((aligned(64)));
+      for (int p = 0; p < 3; p++) { /* (G^T M) G */
+        __m512 h = _mm512_mul_ps(half, _mm512_add_ps(t[p][1], t[p][2]));
+        _mm512_store_ps(o[3 * p + 0], _mm512_add_ps(t[p][0], h));
+        _mm512_store_ps(o[3 * p + 1], _mm512_mul_ps(half, _mm512_sub_ps(t[p][1], t[p][2])));
+        _mm512_store_ps(o[3 * p + 2], _mm512_add_ps(h, t[p][3]));
+      }
+      for (int64_t l = 0; l < nc; l++) {
+        float *d = f->dw + ((co * C) + c + l) * 9;
+        for (int k = 0; k < 9; k++) d[k] = o[k][l];
+      }
+    }
+}
+
+int hpu_conv_winograd_dw_suits(const hpu_conv_winograd_t *g) {
+  if (!hpu_conv_winograd_suits(g)) return 0;
+  /* Measured against the im2col product (weight gradient alone, Zen 4
+   * class, ms): 4x4 128->128 batch 64 1.3 / 2.3, 8x8 64->64 1.1 / 2.2,
+   * 16x16 32->32 1.7-1.8 / 2.3, 14x14 256->256 batch 8 5.7 / 10.2, 7x7
+   * 512->512 6.3 / 9.9; slower where V and E (16 x (C + Co) floats a
+   * tile, all tiles at once) grow past a few tens of MB: 56x56 64->64
+   * batch 8 (51 MB) 25.9 / 10.6, 32x32 16->16 batch 64 (34 MB, and
+   * 16-channel products) 15.0 / 2.9. */
+  int64_t tiles = g->N * ((g->OH + 1) / 2) * ((g->OW + 1) / 2);
+  return g->C >= 32 && g->Co >= 32 && g->OH <= DW_MAX_SIDE && g->OW <= DW_MAX_SIDE &&
+         16 * tiles * (g->C + g->Co) <= DW_MAX_FLOATS;
+}
+
+hpu_status_t hpu_conv_winograd_dw(const hpu_conv_winograd_t *g, const float *x, const float *dy, float *dw) {
+  wino_t t = {g, x, NULL, NULL, NULL, (g->OH + 1) / 2, (g->OW + 1) / 2, 0, 0, 0};
+  t.tiles = g->N * t.TH * t.TW;
+  int64_t T = t.tiles;
+  hpu_scratch_buf_t vb = {0}, mb = {0};
+  float *v = hpu_scratch_take(&vb, sizeof(float) * (size_t)(16 * T * (g->C + g->Co)));
+  float *m = hpu_scratch_take(&mb, sizeof(float) * (size_t)(16 * g->Co * g->C));
+  if (!v || !m) {
+    hpu_scratch_give(&vb);
+    hpu_scratch_give(&mb);
+    return hpu_error(HPU_ERROR_OUT_OF_MEMORY, "convolution: out of host memory for the Winograd tiles");
+  }
+  float *e = v + 16 * g->C * T;
+  phases_t p = {&t, v, NULL};
+  int64_t rows = g->N * t.TH;
+  hpu_parallel_for(rows, 1, phase_input, &p);
+  dy_arg_t da = {&t, dy, e};
+  hpu_parallel_for(rows, 1, dy_rows, &da);
+  hpu_gemm_t mm = {.m = g->Co, .n = g->C, .k = T, .a = e, .ars = T, .acs = 1, .b = v, .brs = 1, .bcs = T,
+                   .c = m, .crs = g->C, .ccs = 1, .dt = HPU_FLOAT32, .alpha = 1.0f, .beta = 0.0f};
+  int64_t offs[3 * 16];
+  for (int i = 0; i < 16; i++) {
+    offs[3 * i] = (int64_t)sizeof(float) * i * g->Co * T;
+    offs[3 * i + 1] = (int64_t)sizeof(float) * i * g->C * T;
+    offs[3 * i + 2] = (int64_t)sizeof(float) * i * g->Co * g->C;
+  }
+  hpu_status_t st = HPU_SUCCESS;
+  if (hpu_gemm_run_batched(&mm, HPU_GEMM_F32FMA, 16, offs) != 0) {
+    st = hpu_error(HPU_ERROR_OUT_OF_MEMORY, "convolution: out of host memory for the Winograd products");
+  } else {
+    dw_filter_t f = {m, dw, g->Co, g->C};
+    hpu_parallel_for(g->Co, 8, dw_filter_range, &f);
+  }
+  hpu_scratch_give(&vb);
+  hpu_scratch_give(&mb);
+  return st;
+}
+
 hpu_status_t hpu_conv_winograd(const hpu_conv_winograd_t *g, const float *x, const float *w, const float *bias,
                                float *y) {
   int uslot;
@@ -495,6 +665,16 @@ hpu_status_t hpu_conv_winograd(const hpu_conv_winograd_t *g, const float *x, con
 }
 
 #else
+
+int hpu_conv_winograd_dw_suits(const hpu_conv_winograd_t *g) {
+  (void)g;
+  return 0;
+}
+
+hpu_status_t hpu_conv_winograd_dw(const hpu_conv_winograd_t *g, const float *x, const float *dy, float *dw) {
+  (void)g, (void)x, (void)dy, (void)dw;
+  return hpu_error(HPU_ERROR_UNSUPPORTED, "convolution: the Winograd path needs AVX-512");
+}
 
 hpu_status_t hpu_conv_winograd(const hpu_conv_winograd_t *g, const float *x, const float *w, const float *bias,
                                float *y) {

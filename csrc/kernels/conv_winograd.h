@@ -19,4 +19,10 @@ int hpu_conv_winograd_suits(const hpu_conv_winograd_t *g);
 hpu_status_t hpu_conv_winograd(const hpu_conv_winograd_t *g, const float *x, const float *w, const float *bias,
                                float *y);
 
+/* The sizes dw takes this path for (within hpu_conv_winograd_suits). */
+int hpu_conv_winograd_dw_suits(const hpu_conv_winograd_t *g);
+
+/* dw [Co, C, 3, 3] of y = conv(x, w) from dy [N, Co, OH, OW] and x. */
+hpu_status_t hpu_conv_winograd_dw(const hpu_conv_winograd_t *g, const float *x, const float *dy, float *dw);
+
 #endif

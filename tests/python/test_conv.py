@@ -27,6 +27,10 @@ CASES_2D = [
     (9, 16, 4, 4, 24, 3, 1, 1, 1, 1),        # short tile rows: spans across rows and images
     (7, 16, 5, 3, 20, 3, 1, 1, 1, 1),        # spans, the last tile row and column cut
     (21, 16, 2, 2, 16, 3, 1, 1, 1, 1),       # one tile per image, spans over 16 images
+    # 3x3 / 1, >= 32 channels, outputs up to 16x16: the weight gradient by Winograd tiles too
+    (3, 32, 5, 7, 40, 3, 1, 1, 1, 1),        # odd sizes: last tile row and column cut
+    (9, 32, 4, 4, 32, 3, 1, 1, 1, 1),        # spans across images
+    (2, 33, 9, 11, 35, 3, 1, 2, 1, 1),       # padding 2, channels not a multiple of 16
     # stride 2, one group, on AVX-512: the implicit GEMM over phase planes
     (2, 16, 9, 11, 24, 3, 2, 1, 1, 1),
     (3, 8, 13, 6, 12, 3, 2, 2, 1, 1),
@@ -191,10 +195,11 @@ def test_conv_layouts_and_batchless(fallback_counts):
     assert fallback_counts() == {}
 
 
-@pytest.mark.parametrize("case", [(16, 16, 12, 12, 16, 3, 1, 1), (9, 8, 10, 10, 32, 3, 2, 1)])
+@pytest.mark.parametrize("case", [(16, 16, 12, 12, 16, 3, 1, 1), (9, 8, 10, 10, 32, 3, 2, 1),
+                                  (12, 32, 8, 8, 48, 3, 1, 1)])
 def test_conv_weight_grad_is_the_same_on_any_thread_count(case, fallback_counts):
-    """The weight gradient sums its image chunks in a fixed order, so one
-    thread and two give the same bits."""
+    """The weight gradient sums its image chunks (or its Winograd tiles)
+    in a fixed order, so one thread and two give the same bits."""
     N, C, H, W, Co, k, s, p = case
     torch.manual_seed(0)
     x, w = torch.randn(N, C, H, W).to("hpu"), torch.randn(Co, C, k, k).to("hpu")
