@@ -38,6 +38,7 @@
 #define KC 256       /* k steps per slice */
 #define MAX_PANELS 4 /* per task: 128 tiles, 512 output pixels */
 #define DW_MAX_SIDE 16
+#define DW_MIN_TILES 128
 #define DW_MAX_FLOATS ((int64_t)8 << 20)
 
 /* HPU_CONV_WINOGRAD: 1 (default) or 0, read once; like HPU_GEMM_KERNEL, a
@@ -591,9 +592,16 @@ int hpu_conv_winograd_dw_suits(const hpu_conv_winograd_t *g) {
    * 512->512 6.3 / 9.9; slower where V and E (16 x (C + Co) floats a
    * tile, all tiles at once) grow past a few tens of MB: 56x56 64->64
    * batch 8 (51 MB) 25.9 / 10.6, 32x32 16->16 batch 64 (34 MB, and
-   * 16-channel products) 15.0 / 2.9. */
+   * 16-channel products) 15.0 / 2.9. With few tiles (below 128, the
+   * smallest measured: 7x7 batch 8) the 16 products are shallow (k =
+   * tiles) and M costs as much as the products; there its rounding, up to
+   * 2.4x the CPU's own on random data, also showed: on torchvision's
+   * ResNet-18 at 64x64, batch 4 (2x2 outputs, 4 tiles), one AdamW step
+   * (which moves a weight by about lr times its gradient's sign) left
+   * layer4's weights 6.5e-4 from the float64 step against the CPU's
+   * 9.1e-5. */
   int64_t tiles = g->N * ((g->OH + 1) / 2) * ((g->OW + 1) / 2);
-  return g->C >= 32 && g->Co >= 32 && g->OH <= DW_MAX_SIDE && g->OW <= DW_MAX_SIDE &&
+  return g->C >= 32 && g->Co >= 32 && g->OH <= DW_MAX_SIDE && g->OW <= DW_MAX_SIDE && tiles >= DW_MIN_TILES &&
          16 * tiles * (g->C + g->Co) <= DW_MAX_FLOATS;
 }
 

@@ -159,8 +159,8 @@ static void conv_cases(void) {
   check_case((cs_t){2, 16, 4, 70, 16, 3, 3, 1, 1, 1, 0, 1, 1, 1}); /* a tile row over several panels */
   check_case((cs_t){9, 16, 4, 4, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1});  /* short rows: spans across images */
   check_case((cs_t){7, 16, 5, 3, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1});  /* spans, last row and column cut */
-  check_case((cs_t){3, 32, 5, 7, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1});  /* >= 32 channels: dW by tiles too */
-  check_case((cs_t){2, 33, 9, 11, 35, 3, 3, 1, 1, 2, 2, 1, 1, 1}); /* padding 2, odd channels */
+  check_case((cs_t){24, 32, 5, 7, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1}); /* >= 32 channels: dW by tiles too */
+  check_case((cs_t){6, 33, 9, 11, 35, 3, 3, 1, 1, 2, 2, 1, 1, 1});  /* padding 2, odd channels */
   /* stride 2 on AVX-512: the implicit GEMM over phase planes (1x1 / 2: gathers) */
   check_case((cs_t){2, 16, 9, 11, 24, 3, 3, 2, 2, 1, 1, 1, 1, 1});
   check_case((cs_t){3, 8, 13, 6, 12, 3, 3, 2, 2, 2, 0, 1, 1, 1});

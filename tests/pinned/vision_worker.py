@@ -96,8 +96,8 @@ def main(kind, model_name, opt_name="sgd"):
         out["loss_ref"] = ref[0]
         out["grad_hpu"], out["grad_hpu_at"] = error(hpu[1], ref[1])
         out["grad_cpu"], out["grad_cpu_at"] = error(cpu[1], ref[1])
-        out["param_hpu"], _ = error(hpu[2], ref[2])
-        out["param_cpu"], _ = error(cpu[2], ref[2])
+        out["param_hpu"], out["param_hpu_at"] = error(hpu[2], ref[2])
+        out["param_cpu"], out["param_cpu_at"] = error(cpu[2], ref[2])
     print("RESULT " + json.dumps(out))
 
 

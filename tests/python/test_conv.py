@@ -27,10 +27,10 @@ CASES_2D = [
     (9, 16, 4, 4, 24, 3, 1, 1, 1, 1),        # short tile rows: spans across rows and images
     (7, 16, 5, 3, 20, 3, 1, 1, 1, 1),        # spans, the last tile row and column cut
     (21, 16, 2, 2, 16, 3, 1, 1, 1, 1),       # one tile per image, spans over 16 images
-    # 3x3 / 1, >= 32 channels, outputs up to 16x16: the weight gradient by Winograd tiles too
-    (3, 32, 5, 7, 40, 3, 1, 1, 1, 1),        # odd sizes: last tile row and column cut
-    (9, 32, 4, 4, 32, 3, 1, 1, 1, 1),        # spans across images
-    (2, 33, 9, 11, 35, 3, 1, 2, 1, 1),       # padding 2, channels not a multiple of 16
+    # 3x3 / 1, >= 32 channels, outputs up to 16x16, >= 128 tiles: the weight gradient by Winograd tiles too
+    (24, 32, 5, 7, 40, 3, 1, 1, 1, 1),       # odd sizes: last tile row and column cut
+    (36, 32, 4, 4, 32, 3, 1, 1, 1, 1),       # spans across images
+    (6, 33, 9, 11, 35, 3, 1, 2, 1, 1),       # padding 2, channels not a multiple of 16
     # stride 2, one group, on AVX-512: the implicit GEMM over phase planes
     (2, 16, 9, 11, 24, 3, 2, 1, 1, 1),
     (3, 8, 13, 6, 12, 3, 2, 2, 1, 1),
