@@ -168,8 +168,8 @@ HPU_ATTR_avx512 static void input_segment(const wino_t *t, int64_t n, int64_t th
   }
 }
 
-/* Tiles of short rows (TW < 16) would fill a fraction of the vector a
- * row at a time, so spans of up to SPAN tiles cross rows and images: for
+/* Tiles of short rows (under 14 tiles: transform_input) would fill a
+ * fraction of the vector a row at a time, so spans of up to SPAN tiles cross rows and images: for
  * each of the 4 patch rows r, the span's tile rows are laid side by side
  * in one window of 64 floats (tile row j at j * (2 TW + 2), less the first
  * tile's column), zeros where the patch leaves the image. Tile k's patch
