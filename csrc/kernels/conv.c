@@ -216,6 +216,15 @@ static int is_pointwise(const geo_t *g) {
   return g->KH == 1 && g->KW == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0;
 }
 
+/* The shapes conv_winograd.c's F(2x2, 3x3) is for (its suits functions
+ * decide on sizes and the CPU): one group, 3x3, stride 1, dilation 1. *wg
+ * is its geometry. */
+static int winograd_shape(const geo_t *g, hpu_conv_winograd_t *wg) {
+  if (g->G != 1 || g->KH != 3 || g->KW != 3 || g->sh != 1 || g->sw != 1 || g->dh != 1 || g->dw != 1) return 0;
+  *wg = (hpu_conv_winograd_t){g->N, g->C, g->H, g->W, g->Co, g->OH, g->OW, g->ph, g->pw};
+  return 1;
+}
+
 static hpu_status_t oom(void) {
   return hpu_error(HPU_ERROR_OUT_OF_MEMORY, "convolution: out of host memory for the column panel");
 }

@@ -150,10 +150,8 @@ static hpu_status_t FN(conv_forward)(const hpu_node_t *n) {
   }
 #ifdef CONV_IGEMM /* float32 on AVX-512: Winograd for 3x3 / 1 (conv_winograd.c), else patches
                      gathered into the GEMM's panels (conv_igemm.c) */
-  if (g.G == 1 && g.KH == 3 && g.KW == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1) {
-    hpu_conv_winograd_t wg = {g.N, g.C, g.H, g.W, g.Co, g.OH, g.OW, g.ph, g.pw};
-    if (hpu_conv_winograd_suits(&wg)) return hpu_conv_winograd(&wg, x, w, bias, y);
-  }
+  hpu_conv_winograd_t wg;
+  if (winograd_shape(&g, &wg) && hpu_conv_winograd_suits(&wg)) return hpu_conv_winograd(&wg, x, w, bias, y);
   if (g.G == 1) {
     hpu_conv_igemm_t ig = {g.N, g.C, g.H, g.W, g.Co, g.KH, g.KW, g.OH, g.OW, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw};
     if (hpu_conv_igemm_suits(&ig)) return hpu_conv_igemm(&ig, x, w, bias, y);
@@ -416,13 +414,11 @@ static hpu_status_t FN(conv_backward)(const hpu_node_t *n) {
     if (!dw) return HPU_SUCCESS;
   }
 #ifdef CONV_IGEMM
-  if (dw && g.G == 1 && g.KH == 3 && g.KW == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1) {
-    hpu_conv_winograd_t wg = {g.N, g.C, g.H, g.W, g.Co, g.OH, g.OW, g.ph, g.pw};
-    if (hpu_conv_winograd_dw_suits(&wg)) {
-      HPU_TRY(hpu_conv_winograd_dw(&wg, x, dy, dw));
-      dw = NULL;
-      if (!dx) return HPU_SUCCESS;
-    }
+  hpu_conv_winograd_t wg;
+  if (dw && winograd_shape(&g, &wg) && hpu_conv_winograd_dw_suits(&wg)) {
+    HPU_TRY(hpu_conv_winograd_dw(&wg, x, dy, dw));
+    dw = NULL;
+    if (!dx) return HPU_SUCCESS;
   }
   {
     T *cdw = dw && FN(dw_by_images)(&g) ? dw : NULL, *cdx = dx && FN(dx_by_images)(&g) ? dx : NULL;
