@@ -268,6 +268,28 @@ HPU_ATTR_avx512 static void input_span(const wino_t *t, int64_t first, int64_t l
   }
 }
 
+/* A span's tiles, row by row, as blocks of an output plane (y's, or
+ * dy's for the weight gradient): lanes k0.. of the span, image n, the
+ * offset of the block's first pixel in its plane, and how many of its
+ * columns (2 a tile) and rows (2) lie inside the plane. Returns the count. */
+typedef struct {
+  int64_t k0, n, off, cols;
+  int rows;
+} span_block_t;
+
+static int64_t span_blocks(const wino_t *t, int64_t first, int64_t len, span_block_t *b) {
+  const hpu_conv_winograd_t *g = t->g;
+  int64_t nr = 0;
+  for (int64_t k = 0; k < len; nr++) {
+    int64_t i = first + k, row = i / t->TW, tw = i % t->TW, th = row % t->TH;
+    int64_t c = t->TW - tw < len - k ? t->TW - tw : len - k;
+    b[nr] = (span_block_t){k, row / t->TH, 2 * th * g->OW + 2 * tw, 2 * c < g->OW - 2 * tw ? 2 * c : g->OW - 2 * tw,
+                           2 * th + 1 < g->OH ? 2 : 1};
+    k += c;
+  }
+  return nr;
+}
+
 /* y of the len <= SPAN tiles from `first` on = A^T M A + bias, 16 tiles
  * to a vector; M's tile k at m + k (16 matrices ms floats apart, rows of
  * ld). Each tile's 2x2 block is interleaved into two rows of output pairs,
@@ -278,22 +300,8 @@ HPU_ATTR_avx512 static void output_span(const wino_t *t, int64_t first, int64_t 
   const __m512i lo_pairs = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
   const __m512i hi_pairs = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
   __mmask16 mk = len >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << len) - 1);
-  /* per tile row of the span: lanes [k0, k0 + cnt), its output's offset in
-   * a plane of y, how many columns and rows of it are in the image */
-  int64_t k0[SPAN], off[SPAN], cols[SPAN], nimg[SPAN];
-  int rows[SPAN];
-  int64_t nr = 0;
-  for (int64_t k = 0; k < len;) {
-    int64_t i = first + k, row = i / t->TW, tw = i % t->TW, n = row / t->TH, th = row % t->TH;
-    int64_t c = t->TW - tw < len - k ? t->TW - tw : len - k;
-    k0[nr] = k;
-    nimg[nr] = n;
-    off[nr] = 2 * th * g->OW + 2 * tw;
-    cols[nr] = 2 * c < g->OW - 2 * tw ? 2 * c : g->OW - 2 * tw;
-    rows[nr] = 2 * th + 1 < g->OH ? 2 : 1;
-    nr++;
-    k += c;
-  }
+  span_block_t blk[SPAN];
+  int64_t nr = span_blocks(t, first, len, blk);
   float ob[2][2 * SPAN] __attribute__((aligned(64)));
   for (int64_t co = 0; co < g->Co; co++) {
     const float *src = m + co * ld;
@@ -311,8 +319,8 @@ HPU_ATTR_avx512 static void output_span(const wino_t *t, int64_t first, int64_t 
       _mm512_store_ps(ob[a] + 16, _mm512_permutex2var_ps(y0, hi_pairs, y1));
     }
     for (int64_t j = 0; j < nr; j++) {
-      float *dst = t->y + (nimg[j] * g->Co + co) * g->OH * g->OW + off[j];
-      for (int a = 0; a < rows[j]; a++) copy_short(dst + a * g->OW, ob[a] + 2 * k0[j], cols[j]);
+      float *dst = t->y + (blk[j].n * g->Co + co) * g->OH * g->OW + blk[j].off;
+      for (int a = 0; a < blk[j].rows; a++) copy_short(dst + a * g->OW, ob[a] + 2 * blk[j].k0, blk[j].cols);
     }
   }
 }
@@ -493,29 +501,16 @@ HPU_ATTR_avx512 static void dy_span(const wino_t *t, const float *dy, int64_t fi
   const hpu_conv_winograd_t *g = t->g;
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-  /* per tile row of the span and block row a: where its in-image columns go, from where */
-  int64_t src[SPAN][2], dst[SPAN], cnt[SPAN], nimg[SPAN];
-  int64_t nr = 0;
-  for (int64_t k = 0; k < len;) {
-    int64_t i = first + k, row = i / t->TW, tw = i % t->TW, th = row % t->TH;
-    int64_t c = t->TW - tw < len - k ? t->TW - tw : len - k;
-    int64_t cols = 2 * c < g->OW - 2 * tw ? 2 * c : g->OW - 2 * tw;
-    nimg[nr] = row / t->TH;
-    dst[nr] = 2 * k;
-    cnt[nr] = cols;
-    for (int a = 0; a < 2; a++) src[nr][a] = 2 * th + a < g->OH ? (2 * th + a) * g->OW + 2 * tw : -1;
-    nr++;
-    k += c;
-  }
+  span_block_t blk[SPAN];
+  int64_t nr = span_blocks(t, first, len, blk);
   /* zeroed once: every channel writes the same in-image positions */
   float win[2][2 * SPAN] __attribute__((aligned(64)));
   memset(win, 0, sizeof win);
   __mmask16 m = len >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << len) - 1);
   for (int64_t co = 0; co < g->Co; co++) {
     for (int64_t j = 0; j < nr; j++) {
-      const float *plane = dy + (nimg[j] * g->Co + co) * g->OH * g->OW;
-      for (int a = 0; a < 2; a++)
-        if (src[j][a] >= 0) copy_short(win[a] + dst[j], plane + src[j][a], cnt[j]);
+      const float *plane = dy + (blk[j].n * g->Co + co) * g->OH * g->OW + blk[j].off;
+      for (int a = 0; a < blk[j].rows; a++) copy_short(win[a] + 2 * blk[j].k0, plane + a * g->OW, blk[j].cols);
     }
     __m512 u[2][4];
     for (int a = 0; a < 2; a++) { /* e A^T along the block's columns */
