@@ -18,6 +18,7 @@
 #include "kernels/cvt.h"
 #include "kernels/isa.h"
 #include "kernels/kernels.h"
+#include "kernels/nn_rows.h"
 #include "kernels/pw_tile.h"
 
 /* ---- the tiled executor ---- */
@@ -148,8 +149,8 @@ static const float *gather(const bcast_t *bc, const char *p, hpu_dtype_t dt, int
     if (s0 == 0) {
       float v = hpu_load_f32(p + (size_t)off * es, dt);
       for (int t = 0; t < run; t++) o[t] = v;
-    } else if (s0 == 1 && dt == HPU_FLOAT32) {
-      memcpy(o, (const float *)p + off, (size_t)run * sizeof(float));
+    } else if (s0 == 1) {
+      hpu_nn_load_row(o, p + (size_t)off * es, run, dt);
     } else {
       for (int t = 0; t < run; t++) o[t] = hpu_load_f32(p + (size_t)(off + t * s0) * es, dt);
     }
@@ -174,8 +175,7 @@ static const float *operand(const group_run_t *r, int m, int k, int64_t start, i
   const char *p = mb->in[k];
   if (mb->bc[k].nd) return gather(&mb->bc[k], p, mb->dt, start, len, scratch);
   if (mb->dt == HPU_FLOAT32) return (const float *)p + start;
-  size_t es = hpu_dtype_size(mb->dt);
-  for (int i = 0; i < len; i++) scratch[i] = hpu_load_f32(p + (size_t)(start + i) * es, mb->dt);
+  hpu_nn_load_row(scratch, p + (size_t)start * hpu_dtype_size(mb->dt), len, mb->dt);
   return scratch;
 }
 
@@ -211,17 +211,22 @@ static const float *pw_operand(const group_run_t *r, int m, int k, int64_t start
   return scratch;
 }
 
+/* Round member m's tile to its dtype, as its eager kernel's result is, and
+ * store it when the group's output needs it. bf16 and fp16 round and store
+ * in one vectorised pass (hpu_nn_round_row); element by element they took
+ * most of a bf16 group's time. */
 static void store_member(const group_run_t *r, int m, int64_t start, int len, float *o) {
   const member_t *mb = &r->m[m];
-  if (mb->dt != HPU_FLOAT32)
+  int store = r->g->store[m];
+  size_t es = hpu_dtype_size(mb->dt);
+  if (mb->dt == HPU_FLOAT32) {
+    if (store) memcpy((float *)mb->out + start, o, (size_t)len * sizeof(float));
+  } else if (mb->dt == HPU_BFLOAT16 || mb->dt == HPU_FLOAT16) {
+    hpu_nn_round_row(o, store ? mb->out + (size_t)start * es : NULL, len, mb->dt);
+  } else {
     for (int i = 0; i < len; i++) o[i] = hpu_round_to(o[i], mb->dt);
-  if (r->g->store[m]) {
-    if (mb->dt == HPU_FLOAT32) {
-      memcpy((float *)mb->out + start, o, (size_t)len * sizeof(float));
-    } else {
-      size_t es = hpu_dtype_size(mb->dt);
+    if (store)
       for (int i = 0; i < len; i++) hpu_store_f32(mb->out + (size_t)(start + i) * es, mb->dt, o[i]);
-    }
   }
 }
 
@@ -295,9 +300,7 @@ static void run_tiles(const group_run_t *r, int64_t begin, int64_t end, char *co
     }
     if (copy) {
       char *dst = copy + (size_t)(t - begin) * fes;
-      if (fdt == HPU_FLOAT32) memcpy(dst, tiles[feeder], (size_t)len * sizeof(float));
-      else
-        for (int i = 0; i < len; i++) hpu_store_f32(dst + (size_t)i * fes, fdt, tiles[feeder][i]);
+      hpu_nn_store_row(dst, tiles[feeder], len, fdt);
     }
   }
 }

@@ -120,6 +120,17 @@
   }                                                                                     \
   static HPU_ATTR_##ISA void st_bf16_##ISA(uint16_t *d, const float *s, int64_t n) {     \
     for (int64_t i = 0; i < n; i++) d[i] = hpu_cvt_f32_bf16(s[i]);                       \
+  }                                                                                     \
+  static HPU_ATTR_##ISA void rd_bf16_##ISA(float *x, uint16_t *d, int64_t n) {           \
+    if (d) {                                                                            \
+      for (int64_t i = 0; i < n; i++) {                                                 \
+        uint16_t h = hpu_cvt_f32_bf16(x[i]);                                            \
+        d[i] = h;                                                                       \
+        x[i] = hpu_cvt_bf16_f32(h);                                                     \
+      }                                                                                 \
+    } else {                                                                            \
+      for (int64_t i = 0; i < n; i++) x[i] = hpu_round_bf16(x[i]);                      \
+    }                                                                                   \
   }
 
 DEF_CONVERT(generic)
@@ -129,6 +140,13 @@ static void ld_f16_generic(float *d, const uint16_t *s, int64_t n) {
 }
 static void st_f16_generic(uint16_t *d, const float *s, int64_t n) {
   for (int64_t i = 0; i < n; i++) d[i] = hpu_cvt_f32_half(s[i]);
+}
+static void rd_f16_generic(float *x, uint16_t *d, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    uint16_t h = hpu_cvt_f32_half(x[i]);
+    if (d) d[i] = h;
+    x[i] = hpu_cvt_half_f32(h);
+  }
 }
 
 #if HPU_HAVE_ISA_CLONES
@@ -148,21 +166,31 @@ ATTR_F16C static void st_f16_f16c(uint16_t *d, const float *s, int64_t n) {
                      _mm256_cvtps_ph(_mm256_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT));
   for (; i < n; i++) d[i] = hpu_cvt_f32_half(s[i]);
 }
+ATTR_F16C static void rd_f16_f16c(float *x, uint16_t *d, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT);
+    if (d) _mm_storeu_si128((__m128i *)(d + i), h);
+    _mm256_storeu_ps(x + i, _mm256_cvtph_ps(h));
+  }
+  rd_f16_generic(x + i, d ? d + i : NULL, n - i);
+}
 #endif
 
 /* The converters of a 16-bit float dtype for this CPU. */
 typedef struct {
   void (*ld)(float *d, const uint16_t *s, int64_t n);
   void (*st)(uint16_t *d, const float *s, int64_t n);
+  void (*rd)(float *x, uint16_t *d, int64_t n);
 } conv16_t;
 
 static const conv16_t *conv16(hpu_dtype_t dt) {
-  static const conv16_t bf16_generic = {ld_bf16_generic, st_bf16_generic};
-  static const conv16_t f16_generic = {ld_f16_generic, st_f16_generic};
+  static const conv16_t bf16_generic = {ld_bf16_generic, st_bf16_generic, rd_bf16_generic};
+  static const conv16_t f16_generic = {ld_f16_generic, st_f16_generic, rd_f16_generic};
 #if HPU_HAVE_ISA_CLONES
-  static const conv16_t bf16_avx2 = {ld_bf16_avx2, st_bf16_avx2};
-  static const conv16_t bf16_avx512 = {ld_bf16_avx512, st_bf16_avx512};
-  static const conv16_t f16_f16c = {ld_f16_f16c, st_f16_f16c};
+  static const conv16_t bf16_avx2 = {ld_bf16_avx2, st_bf16_avx2, rd_bf16_avx2};
+  static const conv16_t bf16_avx512 = {ld_bf16_avx512, st_bf16_avx512, rd_bf16_avx512};
+  static const conv16_t f16_f16c = {ld_f16_f16c, st_f16_f16c, rd_f16_f16c};
   hpu_isa_t isa = hpu_kernels_isa();
   if (isa == HPU_ISA_AVX512) return dt == HPU_BFLOAT16 ? &bf16_avx512 : &f16_f16c;
   if (isa == HPU_ISA_AVX2) return dt == HPU_BFLOAT16 ? &bf16_avx2 : &f16_f16c;
@@ -179,6 +207,10 @@ void hpu_nn_load_row(float *dst, const char *src, int64_t n, hpu_dtype_t dt) {
     int64_t es = (int64_t)hpu_dtype_size(dt);
     for (int64_t i = 0; i < n; i++) dst[i] = hpu_load_f32(src + i * es, dt);
   }
+}
+
+void hpu_nn_round_row(float *x, char *dst, int64_t n, hpu_dtype_t dt) {
+  if (dt == HPU_BFLOAT16 || dt == HPU_FLOAT16) conv16(dt)->rd(x, (uint16_t *)dst, n);
 }
 
 void hpu_nn_store_row(char *dst, const float *src, int64_t n, hpu_dtype_t dt) {

@@ -54,6 +54,10 @@ const hpu_nn_rows_t *hpu_nn_rows(void);
 void hpu_nn_load_row(float *dst, const char *src, int64_t n, hpu_dtype_t dt);
 void hpu_nn_store_row(char *dst, const float *src, int64_t n, hpu_dtype_t dt);
 
+/* x rounded in place to bf16 or fp16 (the value a store and load would
+ * give), also stored as dt at dst unless dst is NULL: one pass. */
+void hpu_nn_round_row(float *x, char *dst, int64_t n, hpu_dtype_t dt);
+
 /* Float and double copies of an optional [n] parameter t (fill where t is
  * NULL), malloc'd into *f and *d; -1 (both NULL) when memory runs out. */
 int hpu_nn_param_copy(const hpu_tensor_t *t, int64_t n, float fill, float **f, double **d);

@@ -231,7 +231,7 @@ def chain(x, y):
     return (((x * 2 + y) / 3 - x).relu() * y + 0.5)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("n", [1000, 300_001])
 def test_fused_chain_equals_eager_bitwise(dtype, n):
     g = torch.Generator().manual_seed(0)
@@ -266,7 +266,7 @@ def pointwise_mix(x, y):
     return torch.nn.functional.silu(z).addcmul(x, y, value=0.5).rsqrt().nan_to_num(0.0)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("fn,min_fused", [(gelu_new, 8), (pointwise_mix, 10)])
 def test_fused_pointwise_ops_equal_eager_bitwise(fn, min_fused, dtype):
     g = torch.Generator().manual_seed(1)
@@ -343,7 +343,7 @@ def row_var_std(x, y):
     return (v, s) + tuple(vm)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("fn", [attention_probs, residual_norm, dead_residual_log_softmax,
                                 attention_probs_broadcast_mask, row_sum,
                                 row_mean_keepdim_broadcast, row_var_std])
