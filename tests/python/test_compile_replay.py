@@ -48,7 +48,7 @@ def test_inference_is_captured_once_then_replayed_and_outputs_are_fresh(mode):
     xs = [torch.randn(4, 12, generator=torch.Generator().manual_seed(s)) for s in range(4)]
     with torch.no_grad():
         outs, n = counts_after(lambda: [model(x.to("hpu")) for x in xs])
-        assert n == {"captures": 1, "replays": 3, "demoted": 0}
+        assert n == {"captures": 1, "replays": 3, "demoted": 0, "partitioned": 0}
         # every call's output is its own: the graph's output tensor is
         # rewritten by the next replay, the caller's copies are not
         for x, out in zip(xs, outs):
@@ -66,7 +66,7 @@ def test_dynamic_shapes_compile_once_and_capture_once_per_size():
                 x = torch.randn(n, 12, generator=torch.Generator().manual_seed(n))
                 torch.testing.assert_close(model(x.to("hpu")).cpu(), cpu(x), **TOL)
         _, n = counts_after(calls)
-    assert n == {"captures": 3, "replays": 3, "demoted": 0}
+    assert n == {"captures": 3, "replays": 3, "demoted": 0, "partitioned": 0}
     assert habana_torch.dynamo.compile_counts()["inference"] >= 1
 
 
@@ -85,7 +85,7 @@ def test_parameters_are_read_in_place_and_a_replaced_one_is_rebound():
         got, n = counts_after(lambda: model(x.to("hpu")))
         torch.testing.assert_close(got.cpu(), cpu(x), **TOL)
         # the new parameter is read where it is: no new capture
-        assert n == {"captures": 0, "replays": 1, "demoted": 0}
+        assert n == {"captures": 0, "replays": 1, "demoted": 0, "partitioned": 0}
 
 
 def test_an_input_updated_in_place_gets_its_new_value():
@@ -157,19 +157,86 @@ def test_a_compiled_optimizer_step_updates_parameters_and_state_in_place(mode, m
                                        rtol=1e-4, atol=1e-5, msg=f"{name} {key}")
 
 
-def test_a_graph_that_cannot_be_captured_runs_as_ordinary_work():
-    """igamma falls back to the CPU: the capture is demoted, and every call
-    of that signature runs the graph plainly, with the right results."""
-    def fn(x):
-        return torch.igamma(x * x + 1, x.abs() + 0.5) - 1
+def test_a_graph_with_a_cpu_fallback_is_split_around_it():
+    """igamma falls back to the CPU: the first capture is demoted and the
+    graph split around it; the ops before and after it become two captured
+    segments, replayed from the third call on, and the fallback runs (and is
+    counted) at every call."""
+    def fn(x, y):
+        a = (x * 2 + 1).relu()
+        b = torch.igamma(a + 1, y.abs() + 1)
+        return (b * 3 + a).sum(-1), a.exp()
 
     f = compiled(fn, "reduce-overhead")
+    want = [{"captures": 0, "replays": 0, "demoted": 1, "partitioned": 1},
+            {"captures": 2, "replays": 0, "demoted": 0, "partitioned": 0},
+            {"captures": 0, "replays": 2, "demoted": 0, "partitioned": 0}]
     with torch.no_grad():
-        for s in range(3):
-            x = torch.randn(6, 9, generator=torch.Generator().manual_seed(s))
-            got, n = counts_after(lambda: f(x.to("hpu")))
-            torch.testing.assert_close(got.cpu(), fn(x), **TOL)
-            assert n["replays"] == 0 and n["demoted"] == (1 if s == 0 else 0)
+        for s in range(4):
+            g = torch.Generator().manual_seed(s)
+            x, y = torch.randn(6, 9, generator=g), torch.randn(6, 9, generator=g)
+            fell_back = habana_torch.metrics.cpu_fallback_counts().get("aten::igamma.out", 0)
+            got, n = counts_after(lambda: f(x.to("hpu"), y.to("hpu")))
+            for a, b in zip(got, fn(x, y)):
+                torch.testing.assert_close(a.cpu(), b, **TOL)
+            assert n == want[min(s, 2)]
+            assert habana_torch.metrics.cpu_fallback_counts()["aten::igamma.out"] == fell_back + 1
+
+
+def test_training_graphs_with_cpu_fallbacks_are_split_and_match_the_cpu():
+    """cdist's forward and backward fall back: both training graphs are
+    split, and three steps give the CPU's loss and gradients."""
+    torch.manual_seed(0)
+    cpu = torch.nn.Linear(6, 5)
+    dev = copy.deepcopy(cpu).to("hpu")
+
+    def loss_fn(m, x, y):
+        h = m(x).tanh()
+        return torch.cdist(h, y).pow(2).mean() + h.sum() * 0.1
+
+    f = compiled(lambda x, y: loss_fn(dev, x, y))
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.randn(7, 6, generator=g), torch.randn(4, 5, generator=g)
+    for step in range(3):
+        cpu.zero_grad()
+        dev.zero_grad()
+        want = loss_fn(cpu, x, y)
+        want.backward()
+
+        def step_on_hpu():
+            loss = f(x.to("hpu"), y.to("hpu"))
+            loss.backward()
+            return loss
+
+        got, n = counts_after(step_on_hpu)
+        torch.testing.assert_close(got.detach().cpu(), want.detach(), **TOL)
+        for p, q in zip(dev.parameters(), cpu.parameters()):
+            torch.testing.assert_close(p.grad.cpu(), q.grad, **TOL)
+        if step == 0:
+            assert n["partitioned"] == 2 and n["demoted"] == 2  # forward and backward
+        if step == 2:
+            assert n["replays"] >= 4 and n["captures"] == 0 and n["demoted"] == 0
+
+
+def test_a_split_graph_updates_an_input_in_place():
+    """An inference graph adding a fallback op's result into a buffer (as a
+    cache update would): the buffer holds the CPU's value after each call."""
+    def upd(buf, a, b):
+        buf.add_(torch.igamma(a.abs() + 1, b.abs() + 1))
+        return buf * 2
+
+    f = compiled(upd)
+    buf_c = torch.zeros(8)
+    buf_h = buf_c.to("hpu")
+    g = torch.Generator().manual_seed(2)
+    with torch.no_grad():
+        for _ in range(3):
+            a, b = torch.randn(8, generator=g), torch.randn(8, generator=g)
+            want = upd(buf_c, a, b)
+            got, n = counts_after(lambda: f(buf_h, a.to("hpu"), b.to("hpu")))
+            torch.testing.assert_close(got.cpu(), want, **TOL)
+            torch.testing.assert_close(buf_h.cpu(), buf_c, **TOL)
+    assert habana_torch.dynamo.replay_counts()["partitioned"] >= 1
 
 
 def test_training_graphs_are_captured_once_then_replayed():
@@ -199,8 +266,8 @@ def test_training_graphs_are_captured_once_then_replayed():
             want = loss_fn(cpu(x), y)
             want.backward()
             torch.testing.assert_close(loss.detach().cpu(), want.detach(), **TOL)
-        assert n == ({"captures": 2, "replays": 2, "demoted": 0} if step == 0 else
-                     {"captures": 0, "replays": 4, "demoted": 0})
+        assert n == ({"captures": 2, "replays": 2, "demoted": 0, "partitioned": 0} if step == 0 else
+                     {"captures": 0, "replays": 4, "demoted": 0, "partitioned": 0})
         for p_h, p_c in zip(hpu.parameters(), cpu.parameters()):
             torch.testing.assert_close(p_h.grad.cpu(), p_c.grad, rtol=1e-4, atol=5e-5)
 
@@ -333,7 +400,7 @@ def test_while_another_thread_captures_a_call_runs_as_ordinary_work():
         with torch.no_grad():
             got, n = counts_after(lambda: f(x.to("hpu")))
             torch.testing.assert_close(got.cpu(), fn(x), **TOL)
-        assert n == {"captures": 0, "replays": 0, "demoted": 0}
+        assert n == {"captures": 0, "replays": 0, "demoted": 0, "partitioned": 0}
     finally:
         done.set()
         t.join()

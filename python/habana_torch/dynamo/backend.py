@@ -7,8 +7,10 @@ of decompositions.py. Each graph is compiled into a ReplayedGraph
 ops once into an HPU graph capture, which the graph engine compiles as one
 graph (fusion, buffer plan); every later call replays it with one launch,
 on the call's own inputs and into fresh outputs, without the dispatcher. A
-graph that cannot be captured runs its ops inside scope.recording(), so the
-engine still gets the FX graph as one recorded graph. Dropout is traced in
+graph with ops that fall back to the CPU is split around them into
+captured segments (partition.py); one that cannot be captured otherwise
+runs its ops inside scope.recording(), so the engine still gets the FX
+graph as one recorded graph. Dropout is traced in
 the form eager mode runs it (_tracing_dropout_as_eager), and inference
 graphs update their inputs in place (inplace.py)."""
 import contextlib
@@ -51,7 +53,7 @@ def _compiler(kind):
 
         # captured without the recording scope: a capture records the ops
         # itself, and switching lazy mode would end it
-        return ReplayedGraph(ordinary, lambda args: run(*args), kind)
+        return ReplayedGraph(ordinary, lambda args: run(*args), kind, gm=gm)
 
     compile_graph.__name__ = f"hpu_{kind}_compiler"
     return compile_graph

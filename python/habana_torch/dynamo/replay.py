@@ -27,14 +27,18 @@ replay writes them again; the graph keeps only its temporaries.
   symbolic arrives as a number, so each concrete size gets its own capture.
 - Called while the card captures an HPU graph of the caller's, the ops are
   recorded into that capture.
-- A graph that cannot be captured (it reads a value on the host, or an op
-  falls back to the CPU) runs as ordinary work for that signature from
-  then on, counted by metric hpu_graph_demoted; so does a call with an
-  input on another device.
+- A graph whose capture met an op that falls back to the CPU is split
+  around such ops (partition.py): its other ops run as captured segments,
+  for every signature from then on.
+- A graph that cannot be captured otherwise (it reads a value on the host,
+  or its fallback happened inside another op) runs as ordinary work for
+  that signature from then on, counted by metric hpu_graph_demoted; so
+  does a call with an input on another device.
 - At most PT_HPU_WRAP_GRAPH_CACHE_SIZE signatures per graph are kept (as
   wrap_in_hpu_graph's), least recently used dropped first.
 
-habana_torch.dynamo.replay_counts() counts captures, replays and demotions."""
+habana_torch.dynamo.replay_counts() counts captures, replays, demotions and
+split graphs."""
 import collections
 import threading
 
@@ -43,9 +47,10 @@ import torch
 from .. import _C
 from .. import hpu as _hpu
 from ..hpu.graphs import _UNCAPTURABLE, HPUGraph, _default_max_graphs, evict_graphs
+from ..hpu.metrics import cpu_fallback_counts
 
 _counts_lock = threading.Lock()
-_counts = {"captures": 0, "replays": 0, "demoted": 0}
+_counts = {"captures": 0, "replays": 0, "demoted": 0, "partitioned": 0}
 
 
 def replay_counts():
@@ -217,9 +222,11 @@ class ReplayedGraph:
     """A boxed callable (it takes the list of the graph's inputs) running
     the graph through rebound HPU graphs, one per input signature:
     `capture(args)` runs its ops for a capture, `run(args)` as ordinary
-    work."""
+    work. `gm`, the GraphModule both run, is split around its fallback ops
+    when a capture meets one (partition.py); a segment of such a split is
+    not split again (splittable=False)."""
 
-    def __init__(self, run, capture, name):
+    def __init__(self, run, capture, name, gm=None, splittable=True):
         # AOTAutograd passes the inputs as one list. An attribute of the
         # instance, not the class: the backward is wrapped by
         # torch._dynamo.disable, whose functools.wraps copies __dict__.
@@ -230,12 +237,16 @@ class ReplayedGraph:
         self.max_graphs = _default_max_graphs()
         self.cache = collections.OrderedDict()
         self.lock = threading.Lock()
+        self.gm = gm if splittable else None
+        self.split = None  # the split form, once a capture met a fallback
 
     def __call__(self, args):
         args = list(args)
         device = _hpu.current_device()
         if _C._capture_active(device):
             return self.run(args)  # inside a user's capture, the ops join it
+        if self.split is not None:
+            return self.split(args)
         call = _Call(args)
         if call.key is None:
             return self.run(args)
@@ -277,6 +288,7 @@ class ReplayedGraph:
             # at a time per card): this call runs as ordinary work, and the
             # next call of the signature tries again
             return self.run(args)
+        fell_back = cpu_fallback_counts() if self.gm is not None else None
         try:
             outputs = self.capture(args)
         except BaseException:
@@ -285,8 +297,22 @@ class ReplayedGraph:
         if not graph.capture_end():
             self.cache[call.key] = _UNCAPTURABLE
             _count("demoted")
+            if fell_back is not None:
+                self._split_around_fallbacks(fell_back)
             return outputs
         captured = self.cache[call.key] = _Captured(graph, call, outputs)
         _count("captures")
         graph.replay()  # the capture recorded the work; run it for this call
         return captured.first_outputs(outputs)
+
+    def _split_around_fallbacks(self, before):
+        """After a demoted capture: the ops whose fallback count grew during
+        it, and the graph split around them if they are its own nodes."""
+        from .partition import split_around
+
+        after = cpu_fallback_counts()
+        names = [op for op, n in after.items() if n > before.get(op, 0)]
+        if names:
+            self.split = split_around(self.gm, names, self.name)
+            if self.split is not None:
+                _count("partitioned")
