@@ -135,3 +135,29 @@ def test_overlapping_contiguous_copy_moves_like_memmove():
     exp[3:] = x[:-3].clone()
     exp[:-5] = exp[5:].clone()
     assert torch.equal(h.cpu(), exp)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool])
+def test_short_row_copies_match_the_cpu(dtype):
+    # Same-dtype copies whose inner dim is contiguous on both sides but whose
+    # rows lie apart (kernels/copy.c, copy_rows): cat along the last dim,
+    # narrowed destinations over 3 and 4 dims, sources with permuted or
+    # stepped outer dims, and enough rows to be split over the kernel pool.
+    g = torch.Generator().manual_seed(0)
+
+    def make(*shape):
+        return (torch.randn(*shape, generator=g) * 20).to(dtype)
+
+    parts = [make(5, 7, 33, w) for w in (1, 16, 64, 3)]
+    assert torch.equal(torch.cat([p.to("hpu") for p in parts], -1).cpu(), torch.cat(parts, -1))
+    big = [make(3, 40, 300, 24) for _ in range(2)]  # 36,000 rows of 24
+    assert torch.equal(torch.cat([p.to("hpu") for p in big], -1).cpu(), torch.cat(big, -1))
+    src = make(6, 9, 11, 40)
+    hsrc = src.to("hpu")
+    for pick in (lambda t: t.permute(2, 0, 1, 3), lambda t: t[::2, 1:, ::3], lambda t: t.transpose(0, 1)[:, 2:5]):
+        want, got = pick(src), pick(hsrc)
+        dst = torch.zeros(*want.shape[:-1], 50, dtype=dtype)
+        hdst = dst.to("hpu")
+        dst[..., 5:45].copy_(want)
+        hdst[..., 5:45].copy_(got)
+        assert torch.equal(hdst.cpu(), dst)
