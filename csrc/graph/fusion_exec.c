@@ -48,8 +48,9 @@ typedef struct member {
   bcast_t bc[HPU_MAX_INPUTS];
 } member_t;
 
+/* bf16: each result rounded to bf16 in the same loop. */
 typedef void (*member_math_fn)(fop_t op, int len, float *restrict o, const float *restrict a,
-                               const float *restrict b, float a_s, float b_s, float al);
+                               const float *restrict b, float a_s, float b_s, float al, int bf16);
 
 typedef struct group_run {
   const hpu_fused_group_t *g;
@@ -230,6 +231,12 @@ static void store_member(const group_run_t *r, int m, int64_t start, int len, fl
   }
 }
 
+/* Store member m's tile, already rounded to its dtype by its math. */
+static void store_rounded_member(const group_run_t *r, int m, int64_t start, int len, const float *o) {
+  const member_t *mb = &r->m[m];
+  if (r->g->store[m]) hpu_nn_store_row(mb->out + (size_t)start * hpu_dtype_size(mb->dt), o, len, mb->dt);
+}
+
 static void run_pw_member(const group_run_t *r, int m, int64_t start, int len,
                           float tiles[][HPU_FUSION_PITCH], float scratch[][HPU_FUSION_PITCH]) {
   const member_t *mb = &r->m[m];
@@ -242,19 +249,28 @@ static void run_pw_member(const group_run_t *r, int m, int64_t start, int len,
 /* The arithmetic members' loops, cloned per ISA as the eager kernels are
  * (the generic build is SSE2: its 4-wide loads could not keep up with data
  * in L3). Each loop is one IEEE operation per element (fmaf is exactly
- * rounded), so every clone gives the same bits. */
-#define DEF_MEMBER_MATH(ISA)                                                                  \
-  static HPU_ATTR_##ISA void member_math_##ISA(fop_t op, int len, float *restrict o,           \
-                                               const float *restrict a, const float *restrict b, \
-                                               float a_s, float b_s, float al) {              \
-    switch (op) {                                                                             \
-      case F_ADD: FUSED_LOOPS(x + y); break;                                                  \
-      case F_ADDA: FUSED_LOOPS(fmaf(y, al, x)); break;                                        \
-      case F_MUL: FUSED_LOOPS(x * y); break;                                                  \
-      case F_DIV: FUSED_LOOPS(x / y); break;                                                  \
-      case F_RELU: FUSED_LOOPS(x < 0 ? 0.0f : x); break;                                      \
-      case F_PW: break; /* run_pw_member */                                                   \
-    }                                                                                         \
+ * rounded), so every clone gives the same bits. A bf16 member rounds in
+ * the same loop: as a pass of its own, the rounding cost more than the
+ * arithmetic. */
+#define MEMBER_OPS(R)                                    \
+  switch (op) {                                          \
+    case F_ADD: FUSED_LOOPS(R(x + y)); break;            \
+    case F_ADDA: FUSED_LOOPS(R(fmaf(y, al, x))); break;  \
+    case F_MUL: FUSED_LOOPS(R(x * y)); break;            \
+    case F_DIV: FUSED_LOOPS(R(x / y)); break;            \
+    case F_RELU: FUSED_LOOPS(R(x < 0 ? 0.0f : x)); break; \
+    case F_PW: break; /* run_pw_member */                \
+  }
+#define AS_IS(v) (v)
+#define DEF_MEMBER_MATH(ISA)                                                                    \
+  static HPU_ATTR_##ISA void member_math_##ISA(fop_t op, int len, float *restrict o,             \
+                                               const float *restrict a, const float *restrict b,   \
+                                               float a_s, float b_s, float al, int bf16) {      \
+    if (bf16) {                                                                                 \
+      MEMBER_OPS(hpu_round_bf16)                                                                \
+    } else {                                                                                    \
+      MEMBER_OPS(AS_IS)                                                                         \
+    }                                                                                           \
   }
 
 DEF_MEMBER_MATH(generic)
@@ -277,8 +293,10 @@ static void run_member(const group_run_t *r, int m, int64_t start, int len,
   const member_t *mb = &r->m[m];
   const float *a = mb->a_scalar ? NULL : operand(r, m, 0, start, len, tiles, s0);
   const float *b = (mb->op == F_RELU || mb->b_scalar) ? NULL : operand(r, m, 1, start, len, tiles, s1);
-  r->math(mb->op, len, tiles[m], a, b, mb->a, mb->b, mb->alpha);
-  store_member(r, m, start, len, tiles[m]);
+  int bf16 = mb->dt == HPU_BFLOAT16;
+  r->math(mb->op, len, tiles[m], a, b, mb->a, mb->b, mb->alpha, bf16);
+  if (bf16) store_rounded_member(r, m, start, len, tiles[m]);
+  else store_member(r, m, start, len, tiles[m]);
 }
 
 /* The members over elements [begin, end); with `copy`, the feeder's results
