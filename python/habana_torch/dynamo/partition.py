@@ -101,5 +101,4 @@ def split_around(gm, fallback_names, name):
     def run(args):
         return split(*args)
 
-    run.ops, run.segments = ops, segments
     return run
