@@ -183,6 +183,32 @@ def test_a_graph_with_a_cpu_fallback_is_split_around_it():
             assert habana_torch.metrics.cpu_fallback_counts()["aten::igamma.out"] == fell_back + 1
 
 
+def test_split_graphs_take_symbolic_sizes_and_fallbacks_with_several_outputs():
+    """dynamic=True: the sizes reach the segments as numbers, one capture
+    per size; fractional_max_pool2d (no hpu kernel) returns two tensors,
+    which stay with it outside the segments."""
+    def f(x, y):
+        return torch.igamma(x.abs() + 1, y.abs() + 1).sum(-1) * 2 + x.shape[0]
+
+    def g(x, samples):
+        out, idx = torch.ops.aten.fractional_max_pool2d(x * 2, [2, 2], [3, 3], samples)
+        return out + 1, idx
+
+    cf, cg = torch.compile(f, backend="hpu_backend", dynamic=True), compiled(g)
+    gen = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        for n in (4, 5, 6, 5):
+            x, y = torch.randn(n, 3, generator=gen), torch.randn(n, 3, generator=gen)
+            torch.testing.assert_close(cf(x.to("hpu"), y.to("hpu")).cpu(), f(x, y), **TOL)
+        x, s = torch.randn(1, 2, 8, 8, generator=gen), torch.rand(1, 2, 2, generator=gen)
+        for _ in range(3):
+            (out, idx), n = counts_after(lambda: cg(x.to("hpu"), s.to("hpu")))
+            want, want_idx = g(x, s)
+            torch.testing.assert_close(out.cpu(), want, **TOL)
+            assert torch.equal(idx.cpu(), want_idx)
+        assert n["replays"] >= 1 and n["demoted"] == 0
+
+
 def test_training_graphs_with_cpu_fallbacks_are_split_and_match_the_cpu():
     """cdist's forward and backward fall back: both training graphs are
     split, and three steps give the CPU's loss and gradients."""
