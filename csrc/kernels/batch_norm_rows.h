@@ -33,17 +33,12 @@ static ATTR inline double RN(bn_fold_v)(const RN(vd_t) *a) {
 /* sum(x) */
 static ATTR double RN(bn_sum)(const T *x, int64_t runs, int64_t hw, int64_t stride) {
   RN(vd_t) a[BN_NV] = {{0}};
-  T t[BN_LANES] = {0};
   for (int64_t r = 0; r < runs; r++) {
     const T *p = x + r * stride;
     int64_t j = 0;
     for (; j + BN_LANES <= hw; j += BN_LANES)
       for (int v = 0; v < BN_NV; v++) a[v] += RN(bn_ld)(p + j + v * BN_VW);
-    if (j < hw) { /* the last elements, zeros after them */
-      memcpy(t, p + j, (size_t)(hw - j) * sizeof(T));
-      for (int v = 0; v < BN_NV; v++) a[v] += RN(bn_ld)(t + v * BN_VW);
-      memset(t, 0, sizeof t);
-    }
+    for (int l = 0; j < hw; j++, l++) a[l / BN_VW][l % BN_VW] += (double)p[j]; /* as in bn_sumdot */
   }
   return RN(bn_fold_v)(a);
 }
@@ -69,7 +64,6 @@ static ATTR double RN(bn_ssd)(const T *x, int64_t runs, int64_t hw, int64_t stri
 static ATTR void RN(bn_sumdot)(const T *g, const T *x, int64_t runs, int64_t hw, int64_t stride, double mean,
                                double *sum, double *dot) {
   RN(vd_t) s[BN_NV] = {{0}}, d[BN_NV] = {{0}};
-  T tg[BN_LANES] = {0}, tx[BN_LANES] = {0};
   for (int64_t r = 0; r < runs; r++) {
     const T *gp = g + r * stride, *xp = x + r * stride;
     int64_t j = 0;
@@ -79,16 +73,13 @@ static ATTR void RN(bn_sumdot)(const T *g, const T *x, int64_t runs, int64_t hw,
         s[v] += gv;
         d[v] += gv * (RN(bn_ld)(xp + j + v * BN_VW) - mean);
       }
-    if (j < hw) { /* zeros past the end add nothing */
-      memcpy(tg, gp + j, (size_t)(hw - j) * sizeof(T));
-      memcpy(tx, xp + j, (size_t)(hw - j) * sizeof(T));
-      for (int v = 0; v < BN_NV; v++) {
-        RN(vd_t) gv = RN(bn_ld)(tg + v * BN_VW);
-        s[v] += gv;
-        d[v] += gv * (RN(bn_ld)(tx + v * BN_VW) - mean);
-      }
-      memset(tg, 0, sizeof tg);
-      memset(tx, 0, sizeof tx);
+    /* the last elements into the first lanes, one by one (copying them
+     * into a zero-padded block cost more than the vectors when runs are
+     * short: 49 elements at 7x7) */
+    for (int l = 0; j < hw; j++, l++) {
+      double gv = (double)gp[j];
+      s[l / BN_VW][l % BN_VW] += gv;
+      d[l / BN_VW][l % BN_VW] += gv * ((double)xp[j] - mean);
     }
   }
   *sum = RN(bn_fold_v)(s);
