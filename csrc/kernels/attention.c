@@ -27,11 +27,8 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#endif
-
 #include "hpu/parallel.h"
+#include "kernels/avx512_regs.h"
 #include "kernels/cvt.h"
 #include "kernels/gemm.h"
 #include "kernels/isa.h"
@@ -402,51 +399,24 @@ static void bwd_range(void *vctx, int64_t begin, int64_t end) {
 /* dst [cols, rows] = src [rows, cols] transposed, bf16 (rounded as
  * hpu_cvt_f32_bf16) or float, as the tile kernel's A. Only the tile path
  * (AVX-512) calls it, so it is an AVX-512 clone: 16 x 16 blocks transposed
- * in registers, partial edge blocks by masks. Element by element it took
- * 15-20% of the backward at sequence 512. */
+ * in registers (the GEMM packing's hpu_tr16_epi32), partial edge blocks by
+ * masks. Element by element it took 15-20% of the backward at sequence 512. */
 #if HPU_HAVE_ISA_CLONES
-HPU_ATTR_avx512 static inline void transpose16(__m512 r[16]) {
-  __m512 t[16];
-  for (int i = 0; i < 16; i += 2) {
-    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-  }
-  for (int i = 0; i < 16; i += 4) {
-    r[i] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
-    r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
-    r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
-    r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
-  }
-  for (int h = 0; h < 16; h += 8)
-    for (int i = 0; i < 4; i++) {
-      t[h + i] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0x88);
-      t[h + i + 4] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0xdd);
-    }
-  for (int i = 0; i < 8; i++) {
-    r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
-    r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
-  }
-}
-
 HPU_ATTR_avx512 static void transpose(void *dst, const float *src, int64_t rows, int64_t cols, int bf) {
-  const __m512i one = _mm512_set1_epi32(1), half = _mm512_set1_epi32(0x7fff), qnan = _mm512_set1_epi32(0x7fc0);
   for (int64_t i0 = 0; i0 < rows; i0 += 16)
     for (int64_t j0 = 0; j0 < cols; j0 += 16) {
       int64_t ni = rows - i0 < 16 ? rows - i0 : 16, nj = cols - j0 < 16 ? cols - j0 : 16;
       __mmask16 mj = (__mmask16)((1u << nj) - 1), mi = (__mmask16)((1u << ni) - 1);
-      __m512 r[16];
+      __m512i r[16];
       for (int64_t i = 0; i < 16; i++)
-        r[i] = i < ni ? _mm512_maskz_loadu_ps(mj, src + (i0 + i) * cols + j0) : _mm512_setzero_ps();
-      transpose16(r);
+        r[i] = i < ni ? _mm512_maskz_loadu_epi32(mj, src + (i0 + i) * cols + j0) : _mm512_setzero_si512();
+      hpu_tr16_epi32(r);
       for (int64_t j = 0; j < nj; j++) {
-        if (!bf) {
-          _mm512_mask_storeu_ps((float *)dst + (j0 + j) * rows + i0, mi, r[j]);
-          continue;
-        }
-        __m512i u = _mm512_castps_si512(r[j]);
-        __m512i b = _mm512_add_epi32(u, _mm512_add_epi32(half, _mm512_and_si512(_mm512_srli_epi32(u, 16), one)));
-        b = _mm512_mask_mov_epi32(_mm512_srli_epi32(b, 16), _mm512_cmp_ps_mask(r[j], r[j], _CMP_UNORD_Q), qnan);
-        _mm256_mask_storeu_epi16((uint16_t *)dst + (j0 + j) * rows + i0, mi, _mm512_cvtepi32_epi16(b));
+        if (bf)
+          _mm256_mask_storeu_epi16((uint16_t *)dst + (j0 + j) * rows + i0, mi,
+                                   hpu_f32_to_bf16_512(_mm512_castsi512_ps(r[j])));
+        else
+          _mm512_mask_storeu_epi32((float *)dst + (j0 + j) * rows + i0, mi, r[j]);
       }
     }
 }

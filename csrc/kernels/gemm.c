@@ -57,6 +57,7 @@
 
 #include "hpu/device.h"
 #include "hpu/parallel.h"
+#include "kernels/avx512_regs.h"
 #include "kernels/cvt.h"
 #include "kernels/isa.h"
 #include "kernels/kernels.h"
@@ -197,14 +198,8 @@ ATTR_512 static inline void store16(char *p, hpu_dtype_t dt, __mmask16 mk, __m51
   __m256i h;
   if (dt == HPU_FLOAT16) {
     h = _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  } else { /* round to nearest even, NaN -> 0x7fc0: exactly hpu_cvt_f32_bf16 */
-    __m512i u = _mm512_castps_si512(v);
-    __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-    u = _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
-    u = _mm512_srli_epi32(u, 16);
-    u = _mm512_mask_mov_epi32(u, nan, _mm512_set1_epi32(0x7fc0));
-    h = _mm512_cvtepi32_epi16(u);
+  } else {
+    h = hpu_f32_to_bf16_512(v);
   }
   _mm256_mask_storeu_epi16(p, mk, h);
 }
@@ -493,33 +488,6 @@ static const ukr_f32_direct_t ukr_f32_direct[MR + 1] = ROWS_TABLE(f32_direct);
 
 /* Packing ------------------------------------------------------------------- */
 
-/* 16 x 16 transpose of 32-bit elements: r[i][j] -> r[j][i]. */
-ATTR_512 static inline void tr16(__m512i r[16]) {
-  __m512i t[16];
-  for (int i = 0; i < 8; i++) {
-    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-  }
-  for (int i = 0; i < 4; i++) { /* r[4i + c]: rows 4i..4i+3 of column 4L + c in lane L */
-    r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
-    r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
-    r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-    r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-  }
-  for (int c = 0; c < 4; c++) {
-    t[c] = _mm512_shuffle_i32x4(r[c], r[4 + c], 0x88);
-    t[4 + c] = _mm512_shuffle_i32x4(r[c], r[4 + c], 0xdd);
-    t[8 + c] = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0x88);
-    t[12 + c] = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0xdd);
-  }
-  for (int c = 0; c < 4; c++) {
-    r[c] = _mm512_shuffle_i32x4(t[c], t[8 + c], 0x88);
-    r[4 + c] = _mm512_shuffle_i32x4(t[4 + c], t[12 + c], 0x88);
-    r[8 + c] = _mm512_shuffle_i32x4(t[c], t[8 + c], 0xdd);
-    r[12 + c] = _mm512_shuffle_i32x4(t[4 + c], t[12 + c], 0xdd);
-  }
-}
-
 static inline __mmask32 mask32(int64_t n) { return n >= 32 ? 0xffffffffu : (__mmask32)((1u << n) - 1); }
 static inline __mmask16 mask16(int64_t n) { return n >= 16 ? 0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
 
@@ -545,7 +513,7 @@ ATTR_512 static void pack_t32(const char *src, int64_t cs, int es, int64_t kel, 
         else if (es == 2) r[j] = _mm512_maskz_loadu_epi16(mask32(left), p);
         else r[j] = _mm512_maskz_loadu_epi32(mask16(left), p);
       }
-      tr16(r);
+      hpu_tr16_epi32(r);
       int64_t nq = kq - q0 < 16 ? kq - q0 : 16;
       __mmask16 wm = mask16(W - jg);
       for (int q = 0; q < nq; q++) _mm512_mask_storeu_epi32(dst + (q0 + q) * W + jg, wm, r[q]);
@@ -1066,7 +1034,7 @@ ATTR_512 static void amx_pack_a_t(const hpu_gemm_t *g, int64_t i0, int64_t mr, i
         __m512i x1 = l + 1 < k ? _mm512_castsi256_si512(_mm256_maskz_loadu_epi16(mk, col + (l + 1) * cs)) : z;
         r[q] = _mm512_permutex2var_epi16(x0, ilo, x1);
       }
-      tr16(r);
+      hpu_tr16_epi32(r);
       for (int j = 0; j < 16; j++) _mm512_storeu_si512(ab + (ig + j) * kpad + 2 * q0, r[j]);
     }
   }
