@@ -20,10 +20,9 @@ import torch
 from torch._C import DispatchKey
 from torch._dynamo.backends.common import aot_autograd
 
-from . import scope
 from .decompositions import eager_dropout_noise, hpu_decompositions
 from .inplace import update_inputs_in_place
-from .replay import ReplayedGraph
+from .replay import replayed
 
 _counts_lock = threading.Lock()
 _counts = {"forward": 0, "backward": 0, "inference": 0}
@@ -45,15 +44,7 @@ def _compiler(kind):
             _counts[kind] += 1
         if kind == "inference":
             update_inputs_in_place(gm)
-        run = gm.forward
-
-        def ordinary(args):
-            with scope.recording():
-                return run(*args)
-
-        # captured without the recording scope: a capture records the ops
-        # itself, and switching lazy mode would end it
-        return ReplayedGraph(ordinary, lambda args: run(*args), kind, gm=gm)
+        return replayed(gm, kind)
 
     compile_graph.__name__ = f"hpu_{kind}_compiler"
     return compile_graph

@@ -25,8 +25,6 @@ import operator
 import torch
 from torch.fx.passes.split_module import split_module
 
-from . import scope
-
 log = logging.getLogger(__name__)
 
 
@@ -48,16 +46,10 @@ class _Segment(torch.nn.Module):
 
     def __init__(self, sub, name):
         super().__init__()
-        from .replay import ReplayedGraph
+        from .replay import replayed
 
         self.sub = sub
-        run = sub.forward
-
-        def ordinary(args):
-            with scope.recording():
-                return run(*args)
-
-        self.graph = ReplayedGraph(ordinary, lambda args: run(*args), name, splittable=False)
+        self.graph = replayed(sub, name, splittable=False)
 
     def forward(self, *args):
         return tuple(self.graph(list(args)))

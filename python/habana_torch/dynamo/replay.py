@@ -46,6 +46,7 @@ import torch
 
 from .. import _C
 from .. import hpu as _hpu
+from . import scope
 from ..hpu.graphs import _UNCAPTURABLE, HPUGraph, _default_max_graphs, evict_graphs
 from ..hpu.metrics import cpu_fallback_counts
 
@@ -195,6 +196,20 @@ class _Captured:
         return result
 
 
+def replayed(gm, name, splittable=True):
+    """gm as a ReplayedGraph: captured without the recording scope (a
+    capture records the ops itself, and switching lazy mode would end it),
+    run as ordinary work inside it. A segment of a split graph is not split
+    again (splittable=False)."""
+    run = gm.forward
+
+    def ordinary(args):
+        with scope.recording():
+            return run(*args)
+
+    return ReplayedGraph(ordinary, lambda args: run(*args), name, gm=gm if splittable else None)
+
+
 def _extent(o):
     """Bytes from the storage's start to one past the last element."""
     if 0 in o.shape:
@@ -223,10 +238,9 @@ class ReplayedGraph:
     the graph through rebound HPU graphs, one per input signature:
     `capture(args)` runs its ops for a capture, `run(args)` as ordinary
     work. `gm`, the GraphModule both run, is split around its fallback ops
-    when a capture meets one (partition.py); a segment of such a split is
-    not split again (splittable=False)."""
+    when a capture meets one (partition.py); None: never split."""
 
-    def __init__(self, run, capture, name, gm=None, splittable=True):
+    def __init__(self, run, capture, name, gm=None):
         # AOTAutograd passes the inputs as one list. An attribute of the
         # instance, not the class: the backward is wrapped by
         # torch._dynamo.disable, whose functools.wraps copies __dict__.
@@ -237,7 +251,7 @@ class ReplayedGraph:
         self.max_graphs = _default_max_graphs()
         self.cache = collections.OrderedDict()
         self.lock = threading.Lock()
-        self.gm = gm if splittable else None
+        self.gm = gm
         self.split = None  # the split form, once a capture met a fallback
 
     def __call__(self, args):
