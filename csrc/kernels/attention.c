@@ -16,8 +16,11 @@
  * The backward recomputes each tile's probabilities from the saved
  * log-sum-exp and splits batch * heads over the pool: one task owns a
  * head's dK and dV, so no two tasks add into the same rows. On AVX-512
- * (bwd_tiles) it runs on the same tiles, bf16 on the dot kernel (P and dS
- * rounded to bf16); elsewhere (bwd_range) it widens to float32 scratch.
+ * (bwd_tiles) its tiles are key-major (S^T = K Q^T, so that P^T and dS^T
+ * need no transposing), bf16 on the dot kernel (P and dS rounded to bf16);
+ * elsewhere (bwd_range) it widens to float32 scratch. The AVX-512 paths
+ * take their probabilities from exp16_attn, a 2-ulp exp (the other paths
+ * and the softmax kernels keep pw_expf's bits).
  *
  * Causal masking is top-left aligned as torch's SDPA (query i sees keys
  * j <= i, whatever L and S are). A row whose keys are all masked gives a
@@ -34,6 +37,7 @@
 #include "kernels/isa.h"
 #include "kernels/nn_rows.h"
 #include "kernels/nn_util.h"
+#include "kernels/pw_math.h"
 
 #define BQ 64
 #define BK 64
@@ -151,6 +155,134 @@ static void online_softmax(const attn_t *c, float *s, int64_t nq, int64_t nk, fl
     }
     float corr = expf(mx[i] - m);
     sum[i] = sum[i] * corr + c->R->exp(si, si, nk, m);
+    mx[i] = m;
+    if (rescale && corr != 1.0f) c->R->scale(acc + i * c->Dv, c->Dv, corr, 0.0f);
+  }
+}
+
+/* ---- the tile path's AVX-512 helpers ------------------------------------- */
+
+#if HPU_HAVE_ISA_CLONES
+static inline __mmask16 mask16(int64_t n) {
+  return n <= 0 ? 0 : n >= 16 ? 0xffff : (__mmask16)((1u << n) - 1);
+}
+
+/* e^x for the probabilities, x <= 0 up to rounding (scores minus their
+ * row's max or log-sum-exp; -inf for a masked key gives 0; NaN stays NaN).
+ * A degree-5 polynomial fitted for relative error on [-ln2/2, ln2/2]
+ * after pw_expf's range reduction, and no clamp or fix-up above 0: 12
+ * vector operations where exp16 takes 20, within 2.01 ulp of e^x over
+ * every float in [-110, 0.5] (checked against the double exp), as torch's
+ * own CPU flash attention takes its 2-ulp exp (exp_u20). The exps were
+ * about a fifth of the bf16 forward + backward at sequence 512. */
+HPU_ATTR_avx512 static inline __m512 exp16_attn(__m512 x) {
+  const __m512 lo = _mm512_set1_ps(-103.97283935546875f);
+  __m512 xc = _mm512_max_ps(lo, x); /* second operand on NaN: x */
+  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
+                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-0.693359375f), xc);
+  r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f), r);
+  __m512 y = _mm512_fmadd_ps(_mm512_set1_ps(8.290313184e-3f), r, _mm512_set1_ps(4.189793020e-2f));
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.666763574e-1f));
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(4.999915063e-1f));
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(9.999997020e-1f));
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.0f));
+  /* x below lo (and -inf) gives 0; "not less than" is true for NaN */
+  return _mm512_maskz_scalef_ps(_mm512_cmp_ps_mask(x, lo, _CMP_NLT_UQ), y, n);
+}
+
+/* The bf16 clones: AVX512_BF16's VCVTNE2PS2BF16 rounds 32 floats to
+ * nearest even in one instruction, where rounding by integer arithmetic
+ * took 6 per 16 (and a narrowing). It reads and writes denormals as 0, so
+ * a probability or gradient below 2^-126 rounds to 0 where
+ * hpu_cvt_f32_bf16 keeps a bf16 denormal; nothing else differs. Only the
+ * bf16 tile kernel calls them, which needs AVX512_BF16 itself. */
+#define ATTR_BF16 \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,bmi2,prefer-vector-width=512")))
+
+ATTR_BF16 static inline __m512i bf16x32(__m512 lo, __m512 hi) { return (__m512i)_mm512_cvtne2ps_pbh(hi, lo); }
+
+static inline __mmask32 mask32(int64_t n) {
+  return n <= 0 ? 0 : n >= 32 ? 0xffffffffu : (__mmask32)((1u << n) - 1);
+}
+
+/* y = exp(s - m) over a row of n scores, the sum returned: y over s
+ * (float), or rounded to bf16 into yb with a 0 past n up to even. */
+HPU_ATTR_avx512 static float exp_row_f32(float *s, int64_t n, float m) {
+  __m512 vm = _mm512_set1_ps(m), a = _mm512_setzero_ps();
+  for (int64_t j = 0; j < n; j += 16) {
+    __mmask16 k = mask16(n - j);
+    __m512 e = _mm512_maskz_mov_ps(k, exp16_attn(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + j), vm)));
+    a = _mm512_add_ps(a, e);
+    _mm512_mask_storeu_ps(s + j, k, e);
+  }
+  return _mm512_reduce_add_ps(a);
+}
+
+ATTR_BF16 static float exp_row_bf16(const float *s, int64_t n, float m, uint16_t *yb) {
+  __m512 vm = _mm512_set1_ps(m), a = _mm512_setzero_ps();
+  for (int64_t j = 0; j < n; j += 32) {
+    __mmask16 k0 = mask16(n - j), k1 = mask16(n - j - 16);
+    __m512 e0 = _mm512_maskz_mov_ps(k0, exp16_attn(_mm512_sub_ps(_mm512_maskz_loadu_ps(k0, s + j), vm)));
+    __m512 e1 = _mm512_maskz_mov_ps(k1, exp16_attn(_mm512_sub_ps(_mm512_maskz_loadu_ps(k1, s + j + 16), vm)));
+    a = _mm512_add_ps(a, _mm512_add_ps(e0, e1));
+    _mm512_mask_storeu_epi16(yb + j, mask32(((n + 1) & ~(int64_t)1) - j), bf16x32(e0, e1));
+  }
+  return _mm512_reduce_add_ps(a);
+}
+/* The dot product of two bf16 rows of n (the backward's delta = dO . O):
+ * the row kernels' dotsum folded its lanes one by one, which at n = 64
+ * cost more than the products. */
+HPU_ATTR_avx512 static float dot_bf16(const uint16_t *x, const uint16_t *y, int64_t n) {
+  __m512 a = _mm512_setzero_ps();
+  for (int64_t j = 0; j < n; j += 16) {
+    __mmask16 k = mask16(n - j);
+    __m512 vx = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, x + j)), 16));
+    __m512 vy = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, y + j)), 16));
+    a = _mm512_fmadd_ps(vx, vy, a);
+  }
+  return _mm512_reduce_add_ps(a);
+}
+#else /* the tile path needs AVX-512 (hpu_gemm_tile_kernel): plain forms to compile */
+static float exp_row_f32(float *s, int64_t n, float m) {
+  float a = 0.0f;
+  for (int64_t j = 0; j < n; j++) a += s[j] = pw_expf(s[j] - m);
+  return a;
+}
+
+static float exp_row_bf16(const float *s, int64_t n, float m, uint16_t *yb) {
+  float a = 0.0f;
+  for (int64_t j = 0; j < n; j++) {
+    float e = pw_expf(s[j] - m);
+    a += e;
+    yb[j] = hpu_cvt_f32_bf16(e);
+  }
+  if (n & 1) yb[n] = 0;
+  return a;
+}
+
+static float dot_bf16(const uint16_t *x, const uint16_t *y, int64_t n) {
+  float a = 0.0f;
+  for (int64_t j = 0; j < n; j++) a += hpu_cvt_bf16_f32(x[j]) * hpu_cvt_bf16_f32(y[j]);
+  return a;
+}
+#endif
+
+/* The tile path's online softmax over one key block: online_softmax with
+ * exp16_attn, and for bf16 the probabilities written rounded into pb
+ * [nq, kp] (kp: nk up to even) in the same pass instead of back into s. */
+static void softmax_tile(const attn_t *c, float *s, int64_t nq, int64_t nk, float *mx, float *sum, float *acc,
+                         int rescale, uint16_t *pb, int64_t kp) {
+  for (int64_t i = 0; i < nq; i++) {
+    float *si = s + i * nk, m = c->R->max(si, nk);
+    m = m > mx[i] ? m : mx[i];
+    if (m == -INFINITY) { /* every key so far masked: nothing to add */
+      if (pb) memset(pb + i * kp, 0, sizeof(uint16_t) * (size_t)kp);
+      else memset(si, 0, sizeof(float) * (size_t)nk);
+      continue;
+    }
+    float corr = expf(mx[i] - m);
+    sum[i] = sum[i] * corr + (pb ? exp_row_bf16(si, nk, m, pb + i * kp) : exp_row_f32(si, nk, m));
     mx[i] = m;
     if (rescale && corr != 1.0f) c->R->scale(acc + i * c->Dv, c->Dv, corr, 0.0f);
   }
@@ -291,18 +423,10 @@ static void fwd_tiles(void *vctx, int64_t begin, int64_t end) {
       hpu_gemm_tile(kern, nq, nk, D, qa, lda, kpack + k0 / HPU_GEMM_PANEL * ksteps * HPU_GEMM_PANEL,
                     ksteps * HPU_GEMM_PANEL, s, nk, c->scale, 0.0f);
       mask_tile(c, b, h, q0, nq, k0, nk, s);
-      online_softmax(c, s, nq, nk, mx, sum, acc, k0 > 0);
       /* acc (+)= p @ v, keys k0.. (steps from k0 in each panel) */
-      const void *pa = s;
-      int64_t kp = nk;
-      if (bf) {
-        kp = (nk + 1) & ~(int64_t)1;
-        for (int64_t i = 0; i < nq; i++) {
-          hpu_nn_store_row((char *)(pb + i * kp), s + i * nk, nk, HPU_BFLOAT16);
-          if (kp > nk) pb[i * kp + nk] = 0;
-        }
-        pa = pb;
-      }
+      int64_t kp = bf ? (nk + 1) & ~(int64_t)1 : nk;
+      softmax_tile(c, s, nq, nk, mx, sum, acc, k0 > 0, bf ? pb : NULL, kp);
+      const void *pa = bf ? (const void *)pb : s;
       hpu_gemm_tile(kern, nq, Dv, kp, pa, kp, vpack + (bf ? k0 / 2 : k0) * HPU_GEMM_PANEL,
                     vsteps * HPU_GEMM_PANEL, acc, Dv, 1.0f, k0 == 0 ? 0.0f : 1.0f);
     }
@@ -396,53 +520,6 @@ static void bwd_range(void *vctx, int64_t begin, int64_t end) {
   free(buf);
 }
 
-/* dst [cols, rows] = src [rows, cols] transposed, bf16 (rounded as
- * hpu_cvt_f32_bf16) or float, as the tile kernel's A. Only the tile path
- * (AVX-512) calls it, so it is an AVX-512 clone: 16 x 16 blocks transposed
- * in registers (the GEMM packing's hpu_tr16_epi32), partial edge blocks by
- * masks. Element by element it took 15-20% of the backward at sequence 512. */
-#if HPU_HAVE_ISA_CLONES
-HPU_ATTR_avx512 static void transpose(void *dst, const float *src, int64_t rows, int64_t cols, int bf) {
-  for (int64_t i0 = 0; i0 < rows; i0 += 16)
-    for (int64_t j0 = 0; j0 < cols; j0 += 16) {
-      int64_t ni = rows - i0 < 16 ? rows - i0 : 16, nj = cols - j0 < 16 ? cols - j0 : 16;
-      __mmask16 mj = (__mmask16)((1u << nj) - 1), mi = (__mmask16)((1u << ni) - 1);
-      __m512i r[16];
-      for (int64_t i = 0; i < 16; i++)
-        r[i] = i < ni ? _mm512_maskz_loadu_epi32(mj, src + (i0 + i) * cols + j0) : _mm512_setzero_si512();
-      hpu_tr16_epi32(r);
-      for (int64_t j = 0; j < nj; j++) {
-        if (bf)
-          _mm256_mask_storeu_epi16((uint16_t *)dst + (j0 + j) * rows + i0, mi,
-                                   hpu_f32_to_bf16_512(_mm512_castsi512_ps(r[j])));
-        else
-          _mm512_mask_storeu_epi32((float *)dst + (j0 + j) * rows + i0, mi, r[j]);
-      }
-    }
-}
-#else
-static void transpose(void *dst, const float *src, int64_t rows, int64_t cols, int bf) {
-  for (int64_t i = 0; i < rows; i++)
-    for (int64_t j = 0; j < cols; j++) {
-      if (bf) ((uint16_t *)dst)[j * rows + i] = hpu_cvt_f32_bf16(src[i * cols + j]);
-      else ((float *)dst)[j * rows + i] = src[i * cols + j];
-    }
-}
-#endif
-
-/* A row-major float [k, n] matrix as g's B. */
-static hpu_gemm_t rows_matrix(const float *b, int64_t k, int64_t n) {
-  hpu_gemm_t g;
-  memset(&g, 0, sizeof g);
-  g.b = b;
-  g.dt = HPU_FLOAT32;
-  g.k = k;
-  g.n = n;
-  g.brs = n;
-  g.bcs = 1;
-  return g;
-}
-
 /* Rows [r0, r0 + nr), columns [c0, c0 + nc) of t at (b, h) as the bf16
  * kernel's A: in place with a unit column stride, else copied into dst. */
 static const void *bf16_rows(const hpu_tensor_t *t, int64_t b, int64_t h, int64_t r0, int64_t nr, int64_t c0,
@@ -459,118 +536,281 @@ static const void *bf16_rows(const hpu_tensor_t *t, int64_t b, int64_t h, int64_
   return dst;
 }
 
-/* The backward on AVX-512, as bwd_range with the head's K^T, V^T and K
- * packed once and each query block's Q and dO packed once for the key
- * blocks' dK and dV products (whose A, P^T and dS^T, are transposed
- * copies). bf16 with the AVX512_BF16 dot kernel: the products' operands in
- * bf16 (P and dS rounded to bf16, as torch's CPU kernel does), float32
- * accumulation; float32 and fp16 in float32. */
+/* The backward on the tile path computes its tiles key-major: S^T = scale
+ * K Q^T and dP^T = V dO^T, [keys, queries], so that P^T and dS^T, the A of
+ * the dV and dK products, come out of the elementwise pass as rows, and dQ
+ * is accumulated transposed, dQ^T += K^T dS^T, with dS^T written straight
+ * into the packed B layout. Query-major tiles needed two 16 x 16 transposes
+ * and a second rounding of every tile element; this way only K (once per
+ * head) and dQ (once per query block) are transposed. Query blocks are
+ * BQB columns, a multiple of HPU_GEMM_PANEL so that a block starts a panel
+ * of the packed Q^T and dO^T; key blocks (key_block) are rows of the
+ * products, up to BKB_MAX. */
+#define BQB 128
+#define BKB_MAX 144
+
+/* Key rows per block: as many as fit BKB_MAX, evened out over the blocks
+ * (S = 128 one block, 512 four of 128), even so that a block starts a pair
+ * of the bf16 operands. */
+static int64_t key_block(int64_t S) {
+  int64_t nb = (S + BKB_MAX - 1) / BKB_MAX, kb = nb ? (S + nb - 1) / nb : 2;
+  return (kb + 1) & ~(int64_t)1;
+}
+
+#if HPU_HAVE_ISA_CLONES
+/* The elementwise work of one key-major tile, in one pass: for key row j
+ * and query column i of st = S^T [nk, nq] (masked) and dpt = dP^T,
+ * p = exp(st - lse[i]) (0 in a column whose keys are all masked) and
+ * ds = p * (dpt - delta[i]) (rsmb's product of a difference). p and ds go
+ * to pt and dst [nk, nq] (the A of dV and dK; bf16 or float), ds also to
+ * dsp, the packed B [nk, nq] of dQ^T (hpu_gemm_pack_b's layout, panels
+ * pstride words apart). Rows go in pairs, a pair of keys being one step
+ * of the bf16 packing; columns in 16s. */
+HPU_ATTR_avx512 static inline void grads16(const float *sr, const float *gr, __mmask16 m, __m512 l, __m512 dl,
+                                           __mmask16 live, __m512 *p, __m512 *d) {
+  *p = _mm512_maskz_mov_ps(live, exp16_attn(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, sr), l)));
+  *d = _mm512_mul_ps(*p, _mm512_sub_ps(_mm512_maskz_loadu_ps(m, gr), dl));
+}
+
+/* lse and delta of columns c.., and which of them have a key to see */
+#define GRADS_COLUMNS(c)                                                                      \
+  __mmask16 m = mask16(nq - (c));                                                             \
+  __m512 l = _mm512_maskz_loadu_ps(m, lse + (c)), dl = _mm512_maskz_loadu_ps(m, delta + (c)); \
+  __mmask16 live = _mm512_mask_cmp_ps_mask(m, l, _mm512_set1_ps(-INFINITY), _CMP_NEQ_OQ)
+
+HPU_ATTR_avx512 static void tile_grads_f32(const float *st, const float *dpt, int64_t nk, int64_t nq,
+                                           const float *lse, const float *delta, float *pt, float *dst,
+                                           uint32_t *dsp, int64_t pstride) {
+  const int64_t W = HPU_GEMM_PANEL;
+  for (int64_t j = 0; j < nk; j++)
+    for (int64_t c = 0; c < nq; c += 16) {
+      GRADS_COLUMNS(c);
+      __m512 p, d;
+      grads16(st + j * nq + c, dpt + j * nq + c, m, l, dl, live, &p, &d);
+      _mm512_mask_storeu_ps(pt + j * nq + c, m, p);
+      _mm512_mask_storeu_ps(dst + j * nq + c, m, d);
+      _mm512_storeu_ps(dsp + c / W * pstride + c % W + j * W, d);
+    }
+}
+
+ATTR_BF16 static void tile_grads_bf16(const float *st, const float *dpt, int64_t nk, int64_t nq, const float *lse,
+                                      const float *delta, uint16_t *pt, uint16_t *dst, uint32_t *dsp,
+                                      int64_t pstride) {
+  const int64_t W = HPU_GEMM_PANEL;
+  /* words t = (row j, row j + 1) of column t from [16 of row j, 16 of row j + 1] */
+  const __m512i pairs = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
+                                         21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  for (int64_t j = 0; j < nk; j += 2) {
+    int rows = j + 1 < nk ? 2 : 1;
+    for (int64_t i = 0; i < nq; i += 32) {
+      __m512 p[2][2], d[2][2]; /* [row][16 columns] */
+      for (int hf = 0; hf < 2; hf++) {
+        int64_t c = i + 16 * hf;
+        GRADS_COLUMNS(c);
+        for (int r = 0; r < 2; r++) {
+          if (r < rows) grads16(st + (j + r) * nq + c, dpt + (j + r) * nq + c, m, l, dl, live, &p[r][hf], &d[r][hf]);
+          else p[r][hf] = d[r][hf] = _mm512_setzero_ps();
+        }
+        _mm512_storeu_si512(dsp + c / W * pstride + c % W + j / 2 * W,
+                            _mm512_permutexvar_epi16(pairs, bf16x32(d[0][hf], d[1][hf])));
+      }
+      __mmask32 m = mask32(nq - i);
+      for (int r = 0; r < rows; r++) {
+        _mm512_mask_storeu_epi16(pt + (j + r) * nq + i, m, bf16x32(p[r][0], p[r][1]));
+        _mm512_mask_storeu_epi16(dst + (j + r) * nq + i, m, bf16x32(d[r][0], d[r][1]));
+      }
+    }
+  }
+}
+
+static void tile_grads(const float *st, const float *dpt, int64_t nk, int64_t nq, const float *lse,
+                       const float *delta, void *pt, void *dst, uint32_t *dsp, int64_t pstride, int bf) {
+  if (bf) tile_grads_bf16(st, dpt, nk, nq, lse, delta, pt, dst, dsp, pstride);
+  else tile_grads_f32(st, dpt, nk, nq, lse, delta, pt, dst, dsp, pstride);
+}
+
+/* dst [cols, rows] = src [rows, cols] (rows lds elements apart), 32-bit
+ * floats or bf16 bits, by 16 x 16 register transposes. */
+HPU_ATTR_avx512 static void transpose(void *dst, const void *src, int64_t rows, int64_t cols, int64_t lds, int bf) {
+  for (int64_t i0 = 0; i0 < rows; i0 += 16)
+    for (int64_t j0 = 0; j0 < cols; j0 += 16) {
+      int64_t ni = rows - i0 < 16 ? rows - i0 : 16, nj = cols - j0 < 16 ? cols - j0 : 16;
+      __mmask16 mj = mask16(nj), mi = mask16(ni);
+      __m512i r[16];
+      for (int64_t i = 0; i < 16; i++) {
+        int64_t at = (i0 + i) * lds + j0;
+        if (i >= ni) r[i] = _mm512_setzero_si512();
+        else if (bf) r[i] = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mj, (const uint16_t *)src + at));
+        else r[i] = _mm512_maskz_loadu_epi32(mj, (const float *)src + at);
+      }
+      hpu_tr16_epi32(r);
+      for (int64_t j = 0; j < nj; j++) {
+        int64_t at = (j0 + j) * rows + i0;
+        if (bf) _mm256_mask_storeu_epi16((uint16_t *)dst + at, mi, _mm512_cvtepi32_epi16(r[j]));
+        else _mm512_mask_storeu_epi32((float *)dst + at, mi, r[j]);
+      }
+    }
+}
+#else /* the tile path needs AVX-512 (hpu_gemm_tile_kernel); plain loops to compile */
+static void tile_grads(const float *st, const float *dpt, int64_t nk, int64_t nq, const float *lse,
+                       const float *delta, void *pt, void *dst, uint32_t *dsp, int64_t pstride, int bf) {
+  const int64_t W = HPU_GEMM_PANEL;
+  for (int64_t j = 0; j < nk; j++)
+    for (int64_t i = 0; i < nq; i++) {
+      int64_t at = j * nq + i;
+      float p = lse[i] == -INFINITY ? 0.0f : pw_expf(st[at] - lse[i]);
+      float d = p * (dpt[at] - delta[i]);
+      uint32_t *pk = dsp + i / W * pstride + i % W;
+      if (bf) {
+        ((uint16_t *)pt)[at] = hpu_cvt_f32_bf16(p);
+        ((uint16_t *)dst)[at] = hpu_cvt_f32_bf16(d);
+        ((uint16_t *)(pk + j / 2 * W))[j & 1] = hpu_cvt_f32_bf16(d);
+        if (j + 1 == nk && !(j & 1)) ((uint16_t *)(pk + j / 2 * W))[1] = 0;
+      } else {
+        ((float *)pt)[at] = p;
+        ((float *)dst)[at] = d;
+        memcpy(pk + j * W, &d, sizeof d);
+      }
+    }
+}
+
+static void transpose(void *dst, const void *src, int64_t rows, int64_t cols, int64_t lds, int bf) {
+  for (int64_t i = 0; i < rows; i++)
+    for (int64_t j = 0; j < cols; j++) {
+      if (bf) ((uint16_t *)dst)[j * rows + i] = ((const uint16_t *)src)[i * lds + j];
+      else ((float *)dst)[j * rows + i] = ((const float *)src)[i * lds + j];
+    }
+}
+#endif
+
+/* Adds the mask and the causal limit to a key-major tile st [nk, nq]: keys
+ * k0.. (rows) against queries q0.. (columns). */
+static void mask_tile_t(const attn_t *c, int64_t b, int64_t h, int64_t q0, int64_t nq, int64_t k0, int64_t nk,
+                        float *st) {
+  const hpu_tensor_t *m = c->has_mask ? &c->n->inputs[3] : NULL;
+  const char *mb = m ? (const char *)hpu_tensor_data(m) : NULL;
+  int64_t es = m ? hpu_dtype_size(m->dtype) : 0;
+  for (int64_t j = 0; j < nk; j++) {
+    float *row = st + j * nq;
+    if (m) {
+      const char *p =
+          mb + (b * m->strides[0] + h * m->strides[1] + q0 * m->strides[2] + (k0 + j) * m->strides[3]) * es;
+      int64_t step = m->strides[2] * es;
+      if (m->dtype == HPU_BOOL) {
+        for (int64_t i = 0; i < nq; i++)
+          if (!p[i * step]) row[i] = -INFINITY;
+      } else {
+        for (int64_t i = 0; i < nq; i++) row[i] += hpu_load_f32(p + i * step, m->dtype);
+      }
+    }
+    if (c->causal) /* query q0 + i sees key k0 + j when k0 + j <= q0 + i */
+      for (int64_t i = 0; i < nq && q0 + i < k0 + j; i++) row[i] = -INFINITY;
+  }
+}
+
+/* Columns [c0, c0 + nc) of every row of t at (b, h) as the tile kernel's A
+ * (float, or bf16 for the bf16 kernel): in place when they are unit-stride
+ * rows of that dtype, else copied into dst. */
+static const void *a_rows(const hpu_tensor_t *t, int64_t b, int64_t h, int64_t c0, int64_t nc, int bf, void *dst,
+                          int64_t *lda) {
+  int64_t rows = t->sizes[2];
+  if (bf) return bf16_rows(t, b, h, 0, rows, c0, nc, dst, lda);
+  if (t->strides[3] == 1 && t->dtype == HPU_FLOAT32) {
+    *lda = t->strides[2];
+    return (const float *)hpu_tensor_data(t) + b * t->strides[0] + h * t->strides[1] + c0;
+  }
+  load_rows(dst, t, b, h, 0, rows, c0, nc);
+  *lda = nc;
+  return dst;
+}
+
+/* t's columns [c0, c0 + nc) at (b, h), transposed if asked, packed as B. */
+static void pack_head(int kern, const hpu_tensor_t *t, int64_t b, int64_t h, int64_t c0, int64_t nc, int transpose,
+                      uint32_t *dst) {
+  hpu_gemm_t g = head_matrix(t, b, h, transpose);
+  g.b = (const char *)g.b + c0 * t->strides[3] * hpu_dtype_size(t->dtype);
+  if (transpose) g.k = nc;
+  else g.n = nc;
+  hpu_gemm_pack_b(kern, &g, dst);
+}
+
+/* The backward on AVX-512 (see above). bf16 on the AVX512_BF16 dot kernel:
+ * the products' operands in bf16 (P and dS rounded to bf16, as torch's CPU
+ * kernel does), float32 accumulation; float32 and fp16 in float32. */
 static void bwd_tiles(void *vctx, int64_t begin, int64_t end) {
   const attn_t *c = vctx;
   const hpu_node_t *n = c->n;
   const hpu_tensor_t *in0 = &n->inputs[0], *in1 = &n->inputs[1];
-  int64_t D = c->D, Dv = c->Dv, S = c->S, es = hpu_dtype_size(in0->dtype);
+  int64_t D = c->D, Dv = c->Dv, S = c->S, L = c->L, es = hpu_dtype_size(in0->dtype);
   int kern = c->kernel, bf = kern == HPU_GEMM_BF16DOT;
-  const int64_t W = HPU_GEMM_PANEL;
-  int64_t kst = hpu_gemm_panel_steps(kern, D), vst = hpu_gemm_panel_steps(kern, Dv);
-  int64_t sst = hpu_gemm_panel_steps(kern, S);
-  int64_t ktw = hpu_gemm_packed_words(kern, D, S), vtw = hpu_gemm_packed_words(kern, Dv, S);
-  int64_t knw = hpu_gemm_packed_words(kern, S, D);
-  int64_t qw = hpu_gemm_packed_words(kern, BQT, D), ow = hpu_gemm_packed_words(kern, BQT, Dv);
-  /* packs; dK, dV; q, dO, O, dQ; p, dp, their transposes; bf16 dS, q, dO (halfwords); delta */
-  size_t words = (size_t)(ktw + vtw + knw + qw + ow + S * D + S * Dv + 2 * BQT * D + 2 * BQT * Dv +
-                          4 * BQT * BKT + BQT * BKT / 2 + (BQT * D + BQT * Dv + 1) / 2 + BQT);
+  const int64_t W = HPU_GEMM_PANEL, aes = bf ? 2 : 4;
+  int64_t qst = hpu_gemm_panel_steps(kern, D), ost = hpu_gemm_panel_steps(kern, Dv);
+  int64_t lst = hpu_gemm_panel_steps(kern, L), tst = hpu_gemm_panel_steps(kern, BKB_MAX), bk = key_block(S);
+  int64_t qtw = hpu_gemm_packed_words(kern, D, L), otw = hpu_gemm_packed_words(kern, Dv, L);
+  int64_t qnw = hpu_gemm_packed_words(kern, L, D), onw = hpu_gemm_packed_words(kern, L, Dv);
+  int64_t dsw = hpu_gemm_packed_words(kern, BKB_MAX, BQB);
+  /* packs; K, V, K^T (A copies); dK, dV; st, dpt, pt, dst; dS^T packed; dQ^T, dQ; dO, O rows; delta */
+  size_t words = (size_t)(qtw + otw + qnw + onw + 2 * S * D + S * Dv + S * D + S * Dv + 4 * BKB_MAX * BQB + dsw +
+                          2 * D * BQB + 2 * BQB * Dv + BQB);
   uint32_t *buf = malloc(sizeof(uint32_t) * words);
   if (!buf) {
     atomic_store(&((attn_t *)vctx)->oom, 1);
     return;
   }
-  uint32_t *ktp = buf, *vtp = ktp + ktw, *knp = vtp + vtw, *qp = knp + knw, *op = qp + qw;
-  float *dk = (float *)(op + ow), *dv = dk + S * D;
-  float *qf = dv + S * Dv, *df = qf + BQT * D, *of = df + BQT * Dv, *dq = of + BQT * Dv;
-  float *p = dq + BQT * D, *dp = p + BQT * BKT, *pt = dp + BQT * BKT, *dst = pt + BQT * BKT;
-  uint16_t *ds16 = (uint16_t *)(dst + BQT * BKT);
-  uint16_t *q16 = (uint16_t *)(ds16 + BQT * BKT), *o16 = q16 + BQT * D; /* copies when strided */
-  float *delta = (float *)(o16 + BQT * Dv);
+  uint32_t *qtp = buf, *otp = qtp + qtw, *qnp = otp + otw, *onp = qnp + qnw;
+  float *kbuf = (float *)(onp + onw), *vbuf = kbuf + S * D, *ktb = vbuf + S * Dv;
+  float *dk = ktb + S * D, *dv = dk + S * D;
+  float *st = dv + S * Dv, *dpt = st + BKB_MAX * BQB, *pt = dpt + BKB_MAX * BQB, *dst = pt + BKB_MAX * BQB;
+  uint32_t *dsp = (uint32_t *)(dst + BKB_MAX * BQB);
+  float *dqt = (float *)(dsp + dsw), *dq = dqt + D * BQB, *df = dq + BQB * D, *of = df + BQB * Dv;
+  float *delta = of + BQB * Dv;
   int in_place = in0->strides[3] == 1 && in0->dtype == (bf ? HPU_BFLOAT16 : HPU_FLOAT32);
   for (int64_t bh = begin; bh < end; bh++) {
-    int64_t b = bh / c->H, h = bh % c->H;
-    /* in1 = k | v: K^T and V^T for the scores and dP, K for dQ */
-    hpu_gemm_t kt = head_matrix(in1, b, h, 1), vt = kt, kn = head_matrix(in1, b, h, 0);
-    kt.k = D;
-    vt.k = Dv;
-    vt.b = (const char *)vt.b + D * in1->strides[3] * es;
-    kn.n = D;
-    hpu_gemm_pack_b(kern, &kt, ktp);
-    hpu_gemm_pack_b(kern, &vt, vtp);
-    hpu_gemm_pack_b(kern, &kn, knp);
+    int64_t b = bh / c->H, h = bh % c->H, klda, vlda;
+    /* in0 = q | dO | O: Q^T and dO^T for S^T and dP^T, Q and dO for dK and dV */
+    pack_head(kern, in0, b, h, 0, D, 1, qtp);
+    pack_head(kern, in0, b, h, D, Dv, 1, otp);
+    pack_head(kern, in0, b, h, 0, D, 0, qnp);
+    pack_head(kern, in0, b, h, D, Dv, 0, onp);
+    /* in1 = k | v: K and V as A, K^T as dQ^T's A */
+    const char *ka = a_rows(in1, b, h, 0, D, bf, kbuf, &klda), *va = a_rows(in1, b, h, D, Dv, bf, vbuf, &vlda);
+    transpose(ktb, ka, S, D, klda, bf);
     memset(dk, 0, sizeof(float) * (size_t)(S * D));
     memset(dv, 0, sizeof(float) * (size_t)(S * Dv));
-    const float *lse = (const float *)hpu_tensor_data(&n->inputs[2]) + bh * c->L;
-    for (int64_t q0 = 0; q0 < c->L; q0 += BQT) {
-      int64_t nq = c->L - q0 < BQT ? c->L - q0 : BQT, qst = hpu_gemm_panel_steps(kern, nq);
-      /* A of the scores and dP, read in place when they are rows of the
-       * kernel's dtype; Q and dO packed as B of dK and dV */
-      const void *qa = qf, *oa = df;
-      int64_t qlda = D, olda = Dv;
-      hpu_gemm_t qm = rows_matrix(qf, nq, D), om = rows_matrix(df, nq, Dv);
+    const float *lse = (const float *)hpu_tensor_data(&n->inputs[2]) + bh * L;
+    for (int64_t q0 = 0; q0 < L; q0 += BQB) {
+      int64_t nq = L - q0 < BQB ? L - q0 : BQB;
       if (in_place) {
         const char *row = (const char *)hpu_tensor_data(in0) +
                           (b * in0->strides[0] + h * in0->strides[1] + q0 * in0->strides[2]) * es;
-        int64_t rs = in0->strides[2] * es;
-        qa = row;
-        oa = row + D * es;
-        qlda = olda = in0->strides[2];
         for (int64_t i = 0; i < nq; i++) {
-          const char *r = row + i * rs;
-          float sy;
+          const char *r = row + i * in0->strides[2] * es;
           const char *go = r + D * es, *o = r + (D + Dv) * es;
-          delta[i] = bf ? c->R->dotsum_bf16((const uint16_t *)go, (const uint16_t *)o, Dv, &sy)
+          delta[i] = bf ? dot_bf16((const uint16_t *)go, (const uint16_t *)o, Dv)
                         : c->R->dot((const float *)go, (const float *)o, Dv);
         }
       } else {
-        load_rows(qf, in0, b, h, q0, nq, 0, D);
         load_rows(df, in0, b, h, q0, nq, D, Dv);
         load_rows(of, in0, b, h, q0, nq, D + Dv, Dv);
         for (int64_t i = 0; i < nq; i++) delta[i] = c->R->dot(df + i * Dv, of + i * Dv, Dv);
-        if (bf) {
-          qa = bf16_rows(in0, b, h, q0, nq, 0, D, q16, &qlda);
-          oa = bf16_rows(in0, b, h, q0, nq, D, Dv, o16, &olda);
-        }
       }
-      if (in_place || bf) { /* packed from the tensor */
-        qm = head_matrix(in0, b, h, 0);
-        qm.b = (const char *)qm.b + q0 * in0->strides[2] * es;
-        qm.k = nq;
-        om = qm;
-        qm.n = D;
-        om.b = (const char *)om.b + D * in0->strides[3] * es;
-        om.n = Dv;
-      }
-      hpu_gemm_pack_b(kern, &qm, qp);
-      hpu_gemm_pack_b(kern, &om, op);
-      int64_t kend = key_end(c, q0, nq);
-      for (int64_t k0 = 0; k0 < kend; k0 += BKT) {
-        int64_t nk = kend - k0 < BKT ? kend - k0 : BKT;
-        hpu_gemm_tile(kern, nq, nk, D, qa, qlda, ktp + k0 / W * kst * W, kst * W, p, nk, c->scale, 0.0f);
-        mask_tile(c, b, h, q0, nq, k0, nk, p);
-        probs_from_lse(c, p, nq, nk, lse + q0);
-        hpu_gemm_tile(kern, nq, nk, Dv, oa, olda, vtp + k0 / W * vst * W, vst * W, dp, nk, 1.0f, 0.0f);
-        for (int64_t i = 0; i < nq; i++) c->R->smb(dp + i * nk, p + i * nk, dp + i * nk, nk, delta[i]);
-        transpose(pt, p, nq, nk, bf); /* dv += p^T dO */
-        hpu_gemm_tile(kern, nk, Dv, nq, pt, nq, op, qst * W, dv + k0 * Dv, Dv, 1.0f, 1.0f);
-        transpose(dst, dp, nq, nk, bf); /* dk += scale ds^T q */
-        hpu_gemm_tile(kern, nk, D, nq, dst, nq, qp, qst * W, dk + k0 * D, D, c->scale, 1.0f);
-        /* dq (+)= scale ds k, keys k0.. (k0 even: whole pairs) */
-        const void *dsa = dp;
-        if (bf) {
-          for (int64_t i = 0; i < nq; i++) hpu_nn_store_row((char *)(ds16 + i * nk), dp + i * nk, nk, HPU_BFLOAT16);
-          dsa = ds16;
-        }
-        hpu_gemm_tile(kern, nq, D, nk, dsa, nk, knp + (bf ? k0 / 2 : k0) * W, sst * W, dq, D, c->scale,
+      int64_t kend = key_end(c, q0, nq), qoff = (bf ? q0 / 2 : q0) * W;
+      for (int64_t k0 = 0; k0 < kend; k0 += bk) {
+        int64_t nk = kend - k0 < bk ? kend - k0 : bk;
+        hpu_gemm_tile(kern, nk, nq, D, ka + k0 * klda * aes, klda, qtp + q0 / W * qst * W, qst * W, st, nq,
+                      c->scale, 0.0f);
+        mask_tile_t(c, b, h, q0, nq, k0, nk, st);
+        hpu_gemm_tile(kern, nk, nq, Dv, va + k0 * vlda * aes, vlda, otp + q0 / W * ost * W, ost * W, dpt, nq, 1.0f,
+                      0.0f);
+        tile_grads(st, dpt, nk, nq, lse + q0, delta, pt, dst, dsp, tst * W, bf);
+        /* dv += p^T dO; dk += scale ds^T q; dq^T (+)= scale k^T ds^T */
+        hpu_gemm_tile(kern, nk, Dv, nq, pt, nq, onp + qoff, lst * W, dv + k0 * Dv, Dv, 1.0f, 1.0f);
+        hpu_gemm_tile(kern, nk, D, nq, dst, nq, qnp + qoff, lst * W, dk + k0 * D, D, c->scale, 1.0f);
+        hpu_gemm_tile(kern, D, nq, nk, (const char *)ktb + k0 * aes, S, dsp, tst * W, dqt, nq, c->scale,
                       k0 == 0 ? 0.0f : 1.0f);
       }
-      if (kend == 0) memset(dq, 0, sizeof(float) * (size_t)(nq * D));
+      if (kend == 0) memset(dqt, 0, sizeof(float) * (size_t)(D * nq));
+      transpose(dq, dqt, D, nq, nq, 0);
       store_rows(&n->outputs[0], b, h, q0, nq, dq, D);
     }
     store_rows(&n->outputs[1], b, h, 0, S, dk, D);

@@ -75,6 +75,7 @@ CASES = [  # B, H, L, S, D, mask, causal
     (2, 2, 65, 200, 64, "keys", False),
     (1, 2, 5, 9, 16, None, True),    # L < S, causal: top-left
     (1, 2, 100, 40, 64, "bool", True),  # L > S, causal
+    (1, 2, 300, 301, 64, None, True),   # several query and key blocks, the last key block odd
 ]
 
 
