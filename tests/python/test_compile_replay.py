@@ -183,6 +183,34 @@ def test_a_graph_with_a_cpu_fallback_is_split_around_it():
             assert habana_torch.metrics.cpu_fallback_counts()["aten::igamma.out"] == fell_back + 1
 
 
+def test_a_graph_that_reads_a_value_on_the_host_is_split_around_it():
+    """linalg.inv checks its LAPACK info on the host (AOTAutograd's
+    _linalg_check_errors, an effectful op): no fallback counter names it,
+    the node during which the first capture stopped does. The ops around
+    it become two captured segments, replayed from the third call on; a
+    training step through it gives the CPU's gradients."""
+    def fn(x):
+        a = x @ x.T + torch.eye(x.shape[0], device=x.device) * 4
+        return (torch.linalg.inv(a) @ x).relu() * 2 + 1
+
+    f = compiled(fn)
+    want = [{"captures": 0, "replays": 0, "demoted": 1, "partitioned": 1},
+            {"captures": 2, "replays": 0, "demoted": 0, "partitioned": 0},
+            {"captures": 0, "replays": 2, "demoted": 0, "partitioned": 0}]
+    with torch.no_grad():
+        for s in range(4):
+            x = torch.randn(5, 5, generator=torch.Generator().manual_seed(s))
+            got, n = counts_after(lambda: f(x.to("hpu")))
+            torch.testing.assert_close(got.cpu(), fn(x), rtol=1e-4, atol=1e-4)
+            assert n == want[min(s, 2)]
+    for s in range(3):
+        x = torch.randn(5, 5, generator=torch.Generator().manual_seed(10 + s))
+        xc, xh = x.clone().requires_grad_(), x.to("hpu").requires_grad_()
+        fn(xc).sum().backward()
+        f(xh).sum().backward()
+        torch.testing.assert_close(xh.grad.cpu(), xc.grad, rtol=1e-4, atol=1e-4)
+
+
 def test_split_graphs_take_symbolic_sizes_and_fallbacks_with_several_outputs():
     """dynamic=True: the sizes reach the segments as numbers, one capture
     per size; fractional_max_pool2d (no hpu kernel) returns two tensors,

@@ -27,13 +27,13 @@ replay writes them again; the graph keeps only its temporaries.
   symbolic arrives as a number, so each concrete size gets its own capture.
 - Called while the card captures an HPU graph of the caller's, the ops are
   recorded into that capture.
-- A graph whose capture met an op that falls back to the CPU is split
-  around such ops (partition.py): its other ops run as captured segments,
-  for every signature from then on.
-- A graph that cannot be captured otherwise (it reads a value on the host,
-  or its fallback happened inside another op) runs as ordinary work for
-  that signature from then on, counted by metric hpu_graph_demoted; so
-  does a call with an input on another device.
+- A graph whose capture met an op that falls back to the CPU or reads a
+  value on the host is split around such ops (partition.py): its other ops
+  run as captured segments, for every signature from then on.
+- A graph that cannot be captured otherwise (no node of its own can be
+  blamed) runs as ordinary work for that signature from then on, counted
+  by metric hpu_graph_demoted; so does a call with an input on another
+  device.
 - At most PT_HPU_WRAP_GRAPH_CACHE_SIZE signatures per graph are kept (as
   wrap_in_hpu_graph's), least recently used dropped first.
 
@@ -196,18 +196,17 @@ class _Captured:
         return result
 
 
-def replayed(gm, name, splittable=True):
+def replayed(gm, name):
     """gm as a ReplayedGraph: captured without the recording scope (a
     capture records the ops itself, and switching lazy mode would end it),
-    run as ordinary work inside it. A segment of a split graph is not split
-    again (splittable=False)."""
+    run as ordinary work inside it."""
     run = gm.forward
 
     def ordinary(args):
         with scope.recording():
             return run(*args)
 
-    return ReplayedGraph(ordinary, lambda args: run(*args), name, gm=gm if splittable else None)
+    return ReplayedGraph(ordinary, name, gm)
 
 
 def _extent(o):
@@ -235,24 +234,23 @@ def _describe(was, now):
 
 class ReplayedGraph:
     """A boxed callable (it takes the list of the graph's inputs) running
-    the graph through rebound HPU graphs, one per input signature:
-    `capture(args)` runs its ops for a capture, `run(args)` as ordinary
-    work. `gm`, the GraphModule both run, is split around its fallback ops
-    when a capture meets one (partition.py); None: never split."""
+    the GraphModule gm through rebound HPU graphs, one per input signature:
+    a capture runs gm node by node (partition.DemotionWatch), `run(args)`
+    runs it as ordinary work. gm is split around the ops that stop its
+    first capture (partition.py)."""
 
-    def __init__(self, run, capture, name, gm=None):
+    def __init__(self, run, name, gm):
         # AOTAutograd passes the inputs as one list. An attribute of the
         # instance, not the class: the backward is wrapped by
         # torch._dynamo.disable, whose functools.wraps copies __dict__.
         self._boxed_call = True
         self.run = run
-        self.capture = capture
         self.name = name
         self.max_graphs = _default_max_graphs()
         self.cache = collections.OrderedDict()
         self.lock = threading.Lock()
         self.gm = gm
-        self.split = None  # the split form, once a capture met a fallback
+        self.split = None  # the split form, once a capture was demoted
 
     def __call__(self, args):
         args = list(args)
@@ -302,31 +300,35 @@ class ReplayedGraph:
             # at a time per card): this call runs as ordinary work, and the
             # next call of the signature tries again
             return self.run(args)
-        fell_back = cpu_fallback_counts() if self.gm is not None else None
+        from .partition import DemotionWatch
+
+        fell_back = cpu_fallback_counts()
+        watch = DemotionWatch(self.gm, device)
         try:
-            outputs = self.capture(args)
+            outputs = watch.run(*args)
         except BaseException:
             graph.capture_abort()
             raise
         if not graph.capture_end():
             self.cache[call.key] = _UNCAPTURABLE
             _count("demoted")
-            if fell_back is not None:
-                self._split_around_fallbacks(fell_back)
+            self._split_after_demotion(fell_back, watch.culprit)
             return outputs
         captured = self.cache[call.key] = _Captured(graph, call, outputs)
         _count("captures")
         graph.replay()  # the capture recorded the work; run it for this call
         return captured.first_outputs(outputs)
 
-    def _split_around_fallbacks(self, before):
-        """After a demoted capture: the ops whose fallback count grew during
-        it, and the graph split around them if they are its own nodes."""
+    def _split_after_demotion(self, before, culprit):
+        """After a demoted capture: the graph split around the ops whose
+        fallback count grew during it (those that are its own nodes) and
+        the node that stopped it."""
         from .partition import split_around
 
         after = cpu_fallback_counts()
         names = [op for op, n in after.items() if n > before.get(op, 0)]
-        if names:
-            self.split = split_around(self.gm, names, self.name)
+        nodes = [culprit] if culprit is not None else []
+        if names or nodes:
+            self.split = split_around(self.gm, names, self.name, nodes)
             if self.split is not None:
                 _count("partitioned")
