@@ -19,7 +19,7 @@
  * (bwd_tiles) its tiles are key-major (S^T = K Q^T, so that P^T and dS^T
  * need no transposing), bf16 on the dot kernel (P and dS rounded to bf16);
  * elsewhere (bwd_range) it widens to float32 scratch. The AVX-512 paths
- * take their probabilities from exp16_attn, a 2-ulp exp (the other paths
+ * take their probabilities from exp16_nonpos, a 2-ulp exp (the other paths
  * and the softmax kernels keep pw_expf's bits).
  *
  * Causal masking is top-left aligned as torch's SDPA (query i sees keys
@@ -38,6 +38,7 @@
 #include "kernels/nn_rows.h"
 #include "kernels/nn_util.h"
 #include "kernels/pw_math.h"
+#include "kernels/vexp.h"
 
 #define BQ 64
 #define BK 64
@@ -108,27 +109,30 @@ typedef struct {
   _Atomic int oom; /* a task could not get its scratch */
 } attn_t;
 
-/* Adds the mask and the causal limit to the scores s [nq, nk] of query rows
- * q0.. and key columns k0.. (masked entries become -inf). */
+/* Adds the mask and the causal limit to the scores of query rows q0..
+ * (nq) and key columns k0.. (nk), the score of query i and key j at
+ * s[i * ldq + j * ldk]: query-major tiles [nq, nk] (ldq = nk, ldk = 1) and
+ * the backward's key-major ones [nk, nq] (ldq = 1, ldk = nq). Masked
+ * entries become -inf. */
 static void mask_tile(const attn_t *c, int64_t b, int64_t h, int64_t q0, int64_t nq, int64_t k0, int64_t nk,
-                      float *s) {
+                      float *s, int64_t ldq, int64_t ldk) {
   const hpu_tensor_t *m = c->has_mask ? &c->n->inputs[3] : NULL;
   const char *mb = m ? (const char *)hpu_tensor_data(m) : NULL;
   int64_t es = m ? hpu_dtype_size(m->dtype) : 0;
   for (int64_t i = 0; i < nq; i++) {
-    float *si = s + i * nk;
+    float *si = s + i * ldq;
     if (m) {
       const char *p = mb + (b * m->strides[0] + h * m->strides[1] + (q0 + i) * m->strides[2] +
                             k0 * m->strides[3]) * es;
       if (m->dtype == HPU_BOOL) {
         for (int64_t j = 0; j < nk; j++)
-          if (!p[j * m->strides[3]]) si[j] = -INFINITY;
+          if (!p[j * m->strides[3]]) si[j * ldk] = -INFINITY;
       } else {
-        for (int64_t j = 0; j < nk; j++) si[j] += hpu_load_f32(p + j * m->strides[3] * es, m->dtype);
+        for (int64_t j = 0; j < nk; j++) si[j * ldk] += hpu_load_f32(p + j * m->strides[3] * es, m->dtype);
       }
     }
-    if (c->causal)
-      for (int64_t j = q0 + i + 1 - k0 < 0 ? 0 : q0 + i + 1 - k0; j < nk; j++) si[j] = -INFINITY;
+    if (c->causal) /* query q0 + i sees key k0 + j when k0 + j <= q0 + i */
+      for (int64_t j = q0 + i + 1 - k0 < 0 ? 0 : q0 + i + 1 - k0; j < nk; j++) si[j * ldk] = -INFINITY;
   }
 }
 
@@ -167,30 +171,6 @@ static inline __mmask16 mask16(int64_t n) {
   return n <= 0 ? 0 : n >= 16 ? 0xffff : (__mmask16)((1u << n) - 1);
 }
 
-/* e^x for the probabilities, x <= 0 up to rounding (scores minus their
- * row's max or log-sum-exp; -inf for a masked key gives 0; NaN stays NaN).
- * A degree-5 polynomial fitted for relative error on [-ln2/2, ln2/2]
- * after pw_expf's range reduction, and no clamp or fix-up above 0: 12
- * vector operations where exp16 takes 20, within 2.01 ulp of e^x over
- * every float in [-110, 0.5] (checked against the double exp), as torch's
- * own CPU flash attention takes its 2-ulp exp (exp_u20). The exps were
- * about a fifth of the bf16 forward + backward at sequence 512. */
-HPU_ATTR_avx512 static inline __m512 exp16_attn(__m512 x) {
-  const __m512 lo = _mm512_set1_ps(-103.97283935546875f);
-  __m512 xc = _mm512_max_ps(lo, x); /* second operand on NaN: x */
-  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
-                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-0.693359375f), xc);
-  r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f), r);
-  __m512 y = _mm512_fmadd_ps(_mm512_set1_ps(8.290313184e-3f), r, _mm512_set1_ps(4.189793020e-2f));
-  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.666763574e-1f));
-  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(4.999915063e-1f));
-  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(9.999997020e-1f));
-  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.0f));
-  /* x below lo (and -inf) gives 0; "not less than" is true for NaN */
-  return _mm512_maskz_scalef_ps(_mm512_cmp_ps_mask(x, lo, _CMP_NLT_UQ), y, n);
-}
-
 /* The bf16 clones: AVX512_BF16's VCVTNE2PS2BF16 rounds 32 floats to
  * nearest even in one instruction, where rounding by integer arithmetic
  * took 6 per 16 (and a narrowing). It reads and writes denormals as 0, so
@@ -212,7 +192,7 @@ HPU_ATTR_avx512 static float exp_row_f32(float *s, int64_t n, float m) {
   __m512 vm = _mm512_set1_ps(m), a = _mm512_setzero_ps();
   for (int64_t j = 0; j < n; j += 16) {
     __mmask16 k = mask16(n - j);
-    __m512 e = _mm512_maskz_mov_ps(k, exp16_attn(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + j), vm)));
+    __m512 e = _mm512_maskz_mov_ps(k, exp16_nonpos(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + j), vm)));
     a = _mm512_add_ps(a, e);
     _mm512_mask_storeu_ps(s + j, k, e);
   }
@@ -223,8 +203,8 @@ ATTR_BF16 static float exp_row_bf16(const float *s, int64_t n, float m, uint16_t
   __m512 vm = _mm512_set1_ps(m), a = _mm512_setzero_ps();
   for (int64_t j = 0; j < n; j += 32) {
     __mmask16 k0 = mask16(n - j), k1 = mask16(n - j - 16);
-    __m512 e0 = _mm512_maskz_mov_ps(k0, exp16_attn(_mm512_sub_ps(_mm512_maskz_loadu_ps(k0, s + j), vm)));
-    __m512 e1 = _mm512_maskz_mov_ps(k1, exp16_attn(_mm512_sub_ps(_mm512_maskz_loadu_ps(k1, s + j + 16), vm)));
+    __m512 e0 = _mm512_maskz_mov_ps(k0, exp16_nonpos(_mm512_sub_ps(_mm512_maskz_loadu_ps(k0, s + j), vm)));
+    __m512 e1 = _mm512_maskz_mov_ps(k1, exp16_nonpos(_mm512_sub_ps(_mm512_maskz_loadu_ps(k1, s + j + 16), vm)));
     a = _mm512_add_ps(a, _mm512_add_ps(e0, e1));
     _mm512_mask_storeu_epi16(yb + j, mask32(((n + 1) & ~(int64_t)1) - j), bf16x32(e0, e1));
   }
@@ -269,7 +249,7 @@ static float dot_bf16(const uint16_t *x, const uint16_t *y, int64_t n) {
 #endif
 
 /* The tile path's online softmax over one key block: online_softmax with
- * exp16_attn, and for bf16 the probabilities written rounded into pb
+ * exp16_nonpos, and for bf16 the probabilities written rounded into pb
  * [nq, kp] (kp: nk up to even) in the same pass instead of back into s. */
 static void softmax_tile(const attn_t *c, float *s, int64_t nq, int64_t nk, float *mx, float *sum, float *acc,
                          int rescale, uint16_t *pb, int64_t kp) {
@@ -337,7 +317,7 @@ static void fwd_range(void *vctx, int64_t begin, int64_t end) {
       load_rows(k, &n->inputs[1], b, h, k0, nk, 0, D);
       load_rows(v, &n->inputs[2], b, h, k0, nk, 0, Dv);
       mm(nq, nk, D, q, D, 1, k, 1, D, s, nk, c->scale, 0.0f); /* s = scale * q @ k^T */
-      mask_tile(c, b, h, q0, nq, k0, nk, s);
+      mask_tile(c, b, h, q0, nq, k0, nk, s, nk, 1);
       online_softmax(c, s, nq, nk, mx, sum, acc, 1);
       mm(nq, Dv, nk, s, nk, 1, v, Dv, 1, acc, Dv, 1.0f, 1.0f); /* acc += p @ v */
     }
@@ -422,7 +402,7 @@ static void fwd_tiles(void *vctx, int64_t begin, int64_t end) {
       /* s = scale * q @ k^T, keys k0.. (panels from k0 / 32) */
       hpu_gemm_tile(kern, nq, nk, D, qa, lda, kpack + k0 / HPU_GEMM_PANEL * ksteps * HPU_GEMM_PANEL,
                     ksteps * HPU_GEMM_PANEL, s, nk, c->scale, 0.0f);
-      mask_tile(c, b, h, q0, nq, k0, nk, s);
+      mask_tile(c, b, h, q0, nq, k0, nk, s, nk, 1);
       /* acc (+)= p @ v, keys k0.. (steps from k0 in each panel) */
       int64_t kp = bf ? (nk + 1) & ~(int64_t)1 : nk;
       softmax_tile(c, s, nq, nk, mx, sum, acc, k0 > 0, bf ? pb : NULL, kp);
@@ -503,7 +483,7 @@ static void bwd_range(void *vctx, int64_t begin, int64_t end) {
         int64_t nk = kend - k0 < BK ? kend - k0 : BK;
         const float *kb = kf + k0 * D, *vb = vf + k0 * Dv;
         mm(nq, nk, D, q, D, 1, kb, 1, D, p, nk, c->scale, 0.0f);
-        mask_tile(c, b, h, q0, nq, k0, nk, p);
+        mask_tile(c, b, h, q0, nq, k0, nk, p, nk, 1);
         probs_from_lse(c, p, nq, nk, lse + q0);
         mm(nq, nk, Dv, dout, Dv, 1, vb, 1, Dv, dp, nk, 1.0f, 0.0f); /* dp = dO @ v^T */
         for (int64_t i = 0; i < nq; i++)
@@ -568,7 +548,7 @@ static int64_t key_block(int64_t S) {
  * of the bf16 packing; columns in 16s. */
 HPU_ATTR_avx512 static inline void grads16(const float *sr, const float *gr, __mmask16 m, __m512 l, __m512 dl,
                                            __mmask16 live, __m512 *p, __m512 *d) {
-  *p = _mm512_maskz_mov_ps(live, exp16_attn(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, sr), l)));
+  *p = _mm512_maskz_mov_ps(live, exp16_nonpos(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, sr), l)));
   *d = _mm512_mul_ps(*p, _mm512_sub_ps(_mm512_maskz_loadu_ps(m, gr), dl));
 }
 
@@ -683,31 +663,6 @@ static void transpose(void *dst, const void *src, int64_t rows, int64_t cols, in
 }
 #endif
 
-/* Adds the mask and the causal limit to a key-major tile st [nk, nq]: keys
- * k0.. (rows) against queries q0.. (columns). */
-static void mask_tile_t(const attn_t *c, int64_t b, int64_t h, int64_t q0, int64_t nq, int64_t k0, int64_t nk,
-                        float *st) {
-  const hpu_tensor_t *m = c->has_mask ? &c->n->inputs[3] : NULL;
-  const char *mb = m ? (const char *)hpu_tensor_data(m) : NULL;
-  int64_t es = m ? hpu_dtype_size(m->dtype) : 0;
-  for (int64_t j = 0; j < nk; j++) {
-    float *row = st + j * nq;
-    if (m) {
-      const char *p =
-          mb + (b * m->strides[0] + h * m->strides[1] + q0 * m->strides[2] + (k0 + j) * m->strides[3]) * es;
-      int64_t step = m->strides[2] * es;
-      if (m->dtype == HPU_BOOL) {
-        for (int64_t i = 0; i < nq; i++)
-          if (!p[i * step]) row[i] = -INFINITY;
-      } else {
-        for (int64_t i = 0; i < nq; i++) row[i] += hpu_load_f32(p + i * step, m->dtype);
-      }
-    }
-    if (c->causal) /* query q0 + i sees key k0 + j when k0 + j <= q0 + i */
-      for (int64_t i = 0; i < nq && q0 + i < k0 + j; i++) row[i] = -INFINITY;
-  }
-}
-
 /* Columns [c0, c0 + nc) of every row of t at (b, h) as the tile kernel's A
  * (float, or bf16 for the bf16 kernel): in place when they are unit-stride
  * rows of that dtype, else copied into dst. */
@@ -799,7 +754,7 @@ static void bwd_tiles(void *vctx, int64_t begin, int64_t end) {
         int64_t nk = kend - k0 < bk ? kend - k0 : bk;
         hpu_gemm_tile(kern, nk, nq, D, ka + k0 * klda * aes, klda, qtp + q0 / W * qst * W, qst * W, st, nq,
                       c->scale, 0.0f);
-        mask_tile_t(c, b, h, q0, nq, k0, nk, st);
+        mask_tile(c, b, h, q0, nq, k0, nk, st, 1, nq);
         hpu_gemm_tile(kern, nk, nq, Dv, va + k0 * vlda * aes, vlda, otp + q0 / W * ost * W, ost * W, dpt, nq, 1.0f,
                       0.0f);
         tile_grads(st, dpt, nk, nq, lse + q0, delta, pt, dst, dsp, tst * W, bf);
