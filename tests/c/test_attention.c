@@ -2,7 +2,8 @@
  * against the textbook computation in double (the full score matrix, a
  * plain softmax, the gradient formulas written out) on every ISA, in float32
  * and bfloat16, and fully masked rows, whose output is zero by definition.
- * L and S span several query and key blocks of every path. */
+ * L and S span several query and key blocks of every path. The tile path's
+ * exp (exp16_nonpos) is checked against the double exp on its own. */
 #include <CUnit/Basic.h>
 #include <math.h>
 #include <stdint.h>
@@ -12,6 +13,7 @@
 #include "hpu/hpu.h"
 #include "kernels/cvt.h"
 #include "kernels/kernels.h"
+#include "kernels/vexp.h"
 
 enum { B = 2, H = 2, L = 250, S = 301, D = 24, DV = 16 };
 
@@ -229,6 +231,73 @@ static void test_attention_rejects_bad_nodes(void) {
   CU_ASSERT_EQUAL(hpu_node_validate(&n), HPU_ERROR_UNSUPPORTED);
 }
 
+#if HPU_HAVE_ISA_CLONES
+HPU_ATTR_avx512 static void exp16_nonpos_of(const float *x, float *y) {
+  _mm512_storeu_ps(y, exp16_nonpos(_mm512_loadu_ps(x)));
+}
+
+/* The float k representable floats above v (finite v, small k). */
+static float floats_up(float v, uint32_t k) {
+  uint32_t u;
+  memcpy(&u, &v, sizeof u);
+  uint32_t mag = u & 0x7fffffffu;
+  if (!(u >> 31)) u += k;             /* positive: away from 0 */
+  else if (mag > k) u -= k;           /* negative: towards 0 */
+  else u = k - mag;                   /* across 0 */
+  memcpy(&v, &u, sizeof v);
+  return v;
+}
+
+/* Error of e^x in units of the float result's last place (the subnormal
+ * spacing below 2^-126). */
+static double ulps(float got, double want) {
+  float w = (float)want;
+  double ulp = fabsf(w) < 1.17549435e-38f ? 1.40129846e-45 : (double)(nextafterf(w, INFINITY) - w);
+  return fabs((double)got - want) / ulp;
+}
+#endif
+
+/* The tile path's probabilities come from exp16_nonpos (kernels/vexp.h):
+ * within 2.01 ulp of e^x on [-110, 0.5] (every 997th float here; the full
+ * sweep of all 1.9e9 floats gave 2.011 at most), exactly 0 for -inf and
+ * below the float range, 1 at 0, NaN for NaN. */
+static void test_attention_exp_within_2_ulp(void) {
+#if HPU_HAVE_ISA_CLONES
+  if (hpu_kernels_isa() < HPU_ISA_AVX512) {
+    CU_PASS("no AVX-512 here: the tile path and its exp do not run");
+    return;
+  }
+  float x[16], y[16];
+  double worst = 0;
+  int n = 0;
+  for (float v = -110.0f; v < 0.5f;) {
+    for (int j = 0; j < 16; j++) {
+      x[j] = v < 0.5f ? v : 0.5f;
+      v = floats_up(v, 997);
+    }
+    exp16_nonpos_of(x, y);
+    for (int j = 0; j < 16; j++, n++) {
+      double u = ulps(y[j], exp((double)x[j]));
+      worst = u > worst ? u : worst;
+    }
+  }
+  CU_ASSERT(n > 1000000);
+  CU_ASSERT(worst > 1.0); /* the sweep reached the polynomial's worst neighbourhoods */
+  CU_ASSERT(worst <= 2.02);
+  const float special[16] = {-INFINITY, NAN, -200.0f, -104.0f, 0.0f, -0.0f, 1e-8f, -1e-8f};
+  exp16_nonpos_of(special, y);
+  CU_ASSERT_EQUAL(y[0], 0.0f);
+  CU_ASSERT(isnan(y[1]));
+  CU_ASSERT_EQUAL(y[2], 0.0f);
+  CU_ASSERT_EQUAL(y[3], 0.0f);
+  CU_ASSERT_EQUAL(y[4], 1.0f);
+  CU_ASSERT_EQUAL(y[5], 1.0f);
+  CU_ASSERT(fabsf(y[6] - 1.0f) <= 1.2e-7f && fabsf(y[7] - 1.0f) <= 1.2e-7f);
+#else
+  CU_PASS("not an x86-64 build");
+#endif
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite("attention", NULL, NULL);
@@ -236,6 +305,7 @@ int main(void) {
   CU_add_test(s, "causal (top-left), L != S", test_attention_causal);
   CU_add_test(s, "bfloat16, plain and causal, every ISA", test_attention_bf16);
   CU_add_test(s, "bad nodes are rejected", test_attention_rejects_bad_nodes);
+  CU_add_test(s, "the tile path's exp within 2 ulp of e^x", test_attention_exp_within_2_ulp);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failed = CU_get_number_of_failures();
