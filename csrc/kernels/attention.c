@@ -35,6 +35,7 @@
 #include "kernels/cvt.h"
 #include "kernels/gemm.h"
 #include "kernels/isa.h"
+#include "kernels/load16.h"
 #include "kernels/nn_rows.h"
 #include "kernels/nn_util.h"
 #include "kernels/pw_math.h"
@@ -167,10 +168,6 @@ static void online_softmax(const attn_t *c, float *s, int64_t nq, int64_t nk, fl
 /* ---- the tile path's AVX-512 helpers ------------------------------------- */
 
 #if HPU_HAVE_ISA_CLONES
-static inline __mmask16 mask16(int64_t n) {
-  return n <= 0 ? 0 : n >= 16 ? 0xffff : (__mmask16)((1u << n) - 1);
-}
-
 /* The bf16 clones: AVX512_BF16's VCVTNE2PS2BF16 rounds 32 floats to
  * nearest even in one instruction, where rounding by integer arithmetic
  * took 6 per 16 (and a narrowing). It reads and writes denormals as 0, so
@@ -182,16 +179,12 @@ static inline __mmask16 mask16(int64_t n) {
 
 ATTR_BF16 static inline __m512i bf16x32(__m512 lo, __m512 hi) { return (__m512i)_mm512_cvtne2ps_pbh(hi, lo); }
 
-static inline __mmask32 mask32(int64_t n) {
-  return n <= 0 ? 0 : n >= 32 ? 0xffffffffu : (__mmask32)((1u << n) - 1);
-}
-
 /* y = exp(s - m) over a row of n scores, the sum returned: y over s
  * (float), or rounded to bf16 into yb with a 0 past n up to even. */
 HPU_ATTR_avx512 static float exp_row_f32(float *s, int64_t n, float m) {
   __m512 vm = _mm512_set1_ps(m), a = _mm512_setzero_ps();
   for (int64_t j = 0; j < n; j += 16) {
-    __mmask16 k = mask16(n - j);
+    __mmask16 k = hpu_mask16(n - j);
     __m512 e = _mm512_maskz_mov_ps(k, exp16_nonpos(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + j), vm)));
     a = _mm512_add_ps(a, e);
     _mm512_mask_storeu_ps(s + j, k, e);
@@ -202,24 +195,24 @@ HPU_ATTR_avx512 static float exp_row_f32(float *s, int64_t n, float m) {
 ATTR_BF16 static float exp_row_bf16(const float *s, int64_t n, float m, uint16_t *yb) {
   __m512 vm = _mm512_set1_ps(m), a = _mm512_setzero_ps();
   for (int64_t j = 0; j < n; j += 32) {
-    __mmask16 k0 = mask16(n - j), k1 = mask16(n - j - 16);
+    __mmask16 k0 = hpu_mask16(n - j), k1 = hpu_mask16(n - j - 16);
     __m512 e0 = _mm512_maskz_mov_ps(k0, exp16_nonpos(_mm512_sub_ps(_mm512_maskz_loadu_ps(k0, s + j), vm)));
     __m512 e1 = _mm512_maskz_mov_ps(k1, exp16_nonpos(_mm512_sub_ps(_mm512_maskz_loadu_ps(k1, s + j + 16), vm)));
     a = _mm512_add_ps(a, _mm512_add_ps(e0, e1));
-    _mm512_mask_storeu_epi16(yb + j, mask32(((n + 1) & ~(int64_t)1) - j), bf16x32(e0, e1));
+    _mm512_mask_storeu_epi16(yb + j, hpu_mask32(((n + 1) & ~(int64_t)1) - j), bf16x32(e0, e1));
   }
   return _mm512_reduce_add_ps(a);
 }
+
 /* The dot product of two bf16 rows of n (the backward's delta = dO . O):
  * the row kernels' dotsum folded its lanes one by one, which at n = 64
  * cost more than the products. */
 HPU_ATTR_avx512 static float dot_bf16(const uint16_t *x, const uint16_t *y, int64_t n) {
   __m512 a = _mm512_setzero_ps();
   for (int64_t j = 0; j < n; j += 16) {
-    __mmask16 k = mask16(n - j);
-    __m512 vx = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, x + j)), 16));
-    __m512 vy = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, y + j)), 16));
-    a = _mm512_fmadd_ps(vx, vy, a);
+    __mmask16 k = hpu_mask16(n - j);
+    a = _mm512_fmadd_ps(hpu_load16_f32((const char *)(x + j), HPU_BFLOAT16, k),
+                        hpu_load16_f32((const char *)(y + j), HPU_BFLOAT16, k), a);
   }
   return _mm512_reduce_add_ps(a);
 }
@@ -554,7 +547,7 @@ HPU_ATTR_avx512 static inline void grads16(const float *sr, const float *gr, __m
 
 /* lse and delta of columns c.., and which of them have a key to see */
 #define GRADS_COLUMNS(c)                                                                      \
-  __mmask16 m = mask16(nq - (c));                                                             \
+  __mmask16 m = hpu_mask16(nq - (c));                                                             \
   __m512 l = _mm512_maskz_loadu_ps(m, lse + (c)), dl = _mm512_maskz_loadu_ps(m, delta + (c)); \
   __mmask16 live = _mm512_mask_cmp_ps_mask(m, l, _mm512_set1_ps(-INFINITY), _CMP_NEQ_OQ)
 
@@ -594,7 +587,7 @@ ATTR_BF16 static void tile_grads_bf16(const float *st, const float *dpt, int64_t
         _mm512_storeu_si512(dsp + c / W * pstride + c % W + j / 2 * W,
                             _mm512_permutexvar_epi16(pairs, bf16x32(d[0][hf], d[1][hf])));
       }
-      __mmask32 m = mask32(nq - i);
+      __mmask32 m = hpu_mask32(nq - i);
       for (int r = 0; r < rows; r++) {
         _mm512_mask_storeu_epi16(pt + (j + r) * nq + i, m, bf16x32(p[r][0], p[r][1]));
         _mm512_mask_storeu_epi16(dst + (j + r) * nq + i, m, bf16x32(d[r][0], d[r][1]));
@@ -615,7 +608,7 @@ HPU_ATTR_avx512 static void transpose(void *dst, const void *src, int64_t rows, 
   for (int64_t i0 = 0; i0 < rows; i0 += 16)
     for (int64_t j0 = 0; j0 < cols; j0 += 16) {
       int64_t ni = rows - i0 < 16 ? rows - i0 : 16, nj = cols - j0 < 16 ? cols - j0 : 16;
-      __mmask16 mj = mask16(nj), mi = mask16(ni);
+      __mmask16 mj = hpu_mask16(nj), mi = hpu_mask16(ni);
       __m512i r[16];
       for (int64_t i = 0; i < 16; i++) {
         int64_t at = (i0 + i) * lds + j0;

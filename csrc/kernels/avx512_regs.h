@@ -1,5 +1,5 @@
 /* AVX-512 register helpers shared by the GEMM's packing and epilogue
- * (gemm.c) and the fused attention's transposes (attention.c). Only
+ * (gemm.c) and the fused attention's transposes and masks (attention.c). Only
  * AVX-512F is asked for, so they inline into either file's clones, whose
  * target sets differ but both contain it. */
 #ifndef HPU_KERNELS_AVX512_REGS_H
@@ -7,8 +7,17 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
+#include <stdint.h>
 
 #define HPU_ATTR_AVX512F __attribute__((target("avx512f")))
+
+/* Masks of the first n of 16 / 32 lanes (none for n <= 0, all from 16 / 32 on). */
+static inline __mmask16 hpu_mask16(int64_t n) {
+  return n <= 0 ? 0 : n >= 16 ? 0xffff : (__mmask16)((1u << n) - 1);
+}
+static inline __mmask32 hpu_mask32(int64_t n) {
+  return n <= 0 ? 0 : n >= 32 ? 0xffffffffu : (__mmask32)((1u << n) - 1);
+}
 
 /* 16 x 16 transpose of 32-bit elements: r[i][j] -> r[j][i]. */
 HPU_ATTR_AVX512F static inline void hpu_tr16_epi32(__m512i r[16]) {

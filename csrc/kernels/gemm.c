@@ -488,8 +488,6 @@ static const ukr_f32_direct_t ukr_f32_direct[MR + 1] = ROWS_TABLE(f32_direct);
 
 /* Packing ------------------------------------------------------------------- */
 
-static inline __mmask32 mask32(int64_t n) { return n >= 32 ? 0xffffffffu : (__mmask32)((1u << n) - 1); }
-static inline __mmask16 mask16(int64_t n) { return n >= 16 ? 0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
 
 /* Transposes a k-contiguous operand into [kq][W] 32-bit panels (W = 16 or 32
  * columns): column j (cols of them, at src + j * cs elements of `es` bytes)
@@ -510,12 +508,12 @@ ATTR_512 static void pack_t32(const char *src, int64_t cs, int es, int64_t kel, 
         }
         const char *p = src + ((jg + j) * cs) * es + q0 * 4;
         if (left >= per) r[j] = _mm512_loadu_si512(p);
-        else if (es == 2) r[j] = _mm512_maskz_loadu_epi16(mask32(left), p);
-        else r[j] = _mm512_maskz_loadu_epi32(mask16(left), p);
+        else if (es == 2) r[j] = _mm512_maskz_loadu_epi16(hpu_mask32(left), p);
+        else r[j] = _mm512_maskz_loadu_epi32(hpu_mask16(left), p);
       }
       hpu_tr16_epi32(r);
       int64_t nq = kq - q0 < 16 ? kq - q0 : 16;
-      __mmask16 wm = mask16(W - jg);
+      __mmask16 wm = hpu_mask16(W - jg);
       for (int q = 0; q < nq; q++) _mm512_mask_storeu_epi32(dst + (q0 + q) * W + jg, wm, r[q]);
     }
 }
@@ -534,7 +532,7 @@ ATTR_512 static void pack_a_bf16(const hpu_gemm_t *g, int64_t i0, int64_t mr, ui
      * VPERMT2W interleaves their 12 elements into the panel's 12 pairs
      * (instead of two widenings, a shift and an OR). Only the low 16
      * elements of each source are selected. */
-    __mmask16 mk = mask16(mr);
+    __mmask16 mk = hpu_mask16(mr);
     __m512i ilo = _mm512_loadu_si512(pair_lo);
     const uint16_t *q = a + i0;
     int64_t kf = k / 2;
@@ -614,7 +612,7 @@ ATTR_512 static void pack_b_bf16(const hpu_gemm_t *g, int64_t j0, int64_t cols, 
      * and 2 ORs. Columns past `cols` load as 0. */
     __m512i ilo = _mm512_loadu_si512(pair_lo);
     __m512i ihi = _mm512_add_epi16(ilo, _mm512_set1_epi16(16));
-    __mmask32 mk = mask32(cols);
+    __mmask32 mk = hpu_mask32(cols);
     const uint16_t *q = b + j0;
     int64_t kf = k / 2;
     for (int64_t p = 0; p < kf; p++, q += 2 * rs) {
@@ -656,7 +654,7 @@ ATTR_512 static void pack_a_f32(const hpu_gemm_t *g, int64_t i0, int64_t mr, flo
   hpu_dtype_t dt = g->dt;
   int64_t k = g->k, rs = g->ars, cs = g->acs;
   if (rs == 1 && cs != 1 && dt == HPU_FLOAT32) {
-    __mmask16 mk = mask16(mr);
+    __mmask16 mk = hpu_mask16(mr);
     for (int64_t p = 0; p < k; p++)
       _mm512_mask_storeu_ps(dst + p * MR, 0xfff, _mm512_maskz_loadu_ps(mk, (const float *)a + p * cs + i0));
     return;
@@ -680,7 +678,7 @@ ATTR_512 static void pack_b_f32(const hpu_gemm_t *g, int64_t j0, int64_t cols, f
   hpu_dtype_t dt = g->dt;
   int64_t k = g->k, rs = g->brs, cs = g->bcs;
   if (dt == HPU_FLOAT32 && cs == 1) {
-    __mmask16 m0 = mask16(cols), m1 = mask16(cols - 16);
+    __mmask16 m0 = hpu_mask16(cols), m1 = hpu_mask16(cols - 16);
     for (int64_t p = 0; p < k; p++) {
       const float *q = (const float *)b + p * rs + j0;
       _mm512_storeu_ps(dst + p * NR, _mm512_maskz_loadu_ps(m0, q));
@@ -756,7 +754,7 @@ ATTR_512 static void pack_a_f32_trows(const hpu_gemm_t *g, int64_t t0, int64_t t
     const float *row = (const float *)g->a + p * g->acs;
     for (int64_t t = t0; t < t1; t++)
       _mm512_mask_storeu_ps(dst + (t * kstride + p) * MR, 0xfff,
-                            _mm512_maskz_loadu_ps(mask16(g->m - t * MR), row + t * MR));
+                            _mm512_maskz_loadu_ps(hpu_mask16(g->m - t * MR), row + t * MR));
   }
 }
 
@@ -898,7 +896,7 @@ ATTR_512 static void splitk_reduce(void *ctx, int64_t begin, int64_t end) {
   for (int64_t i = begin; i < end; i++) {
     float *c = (float *)g->c + i * g->crs;
     for (int64_t j = 0; j < n; j += 16) {
-      __mmask16 mk = mask16(n - j);
+      __mmask16 mk = hpu_mask16(n - j);
       __m512 v = _mm512_maskz_loadu_ps(mk, c + j);
       for (int64_t s = 1; s < P->nchunk; s++)
         v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mk, P->part + (s - 1) * m * n + i * n + j));
@@ -1024,7 +1022,7 @@ ATTR_512 static void amx_pack_a_t(const hpu_gemm_t *g, int64_t i0, int64_t mr, i
       memset(ab + ig * kpad, 0, (size_t)(16 * kpad) * 2);
       continue;
     }
-    __mmask16 mk = mask16(mr - ig);
+    __mmask16 mk = hpu_mask16(mr - ig);
     const uint16_t *col = a + i0 + ig;
     for (int64_t q0 = 0; q0 < kpad / 2; q0 += 16) {
       __m512i r[16];
