@@ -5,22 +5,24 @@
  *
  * The forward splits batch * heads * query blocks over the kernel pool; the
  * pool's chunks are runs of consecutive blocks, mostly of one head. On
- * AVX-512 (fwd_tiles) a task packs its head's K^T and V once into the GEMM's
- * panel layout (gemm.h, tiles) and runs every block's two products against
- * them, the queries read in place: bf16 with the AVX512_BF16 dot kernel
- * (float32 accumulation; the probabilities rounded to bf16 for P @ V, as
- * torch's CPU kernel does), float32 and fp16 in float32. Elsewhere
- * (fwd_range) every tile is widened to float32 scratch and multiplied by
- * hpu_gemm_run (AVX2, else a plain loop).
+ * AVX-512 and AVX2 (fwd_tiles) a task packs its head's K^T and V once into
+ * the GEMM's panel layout (gemm.h, tiles) and runs every block's two
+ * products against them, the queries read in place: bf16 with the
+ * AVX512_BF16 dot kernel where the CPU has it (float32 accumulation; the
+ * probabilities rounded to bf16 for P @ V, as torch's CPU kernel does),
+ * everything else in float32 (bf16 and fp16 widened). Without AVX2
+ * (fwd_range) every tile is widened to float32 scratch and multiplied by a
+ * plain loop.
  *
  * The backward recomputes each tile's probabilities from the saved
  * log-sum-exp and splits batch * heads over the pool: one task owns a
- * head's dK and dV, so no two tasks add into the same rows. On AVX-512
- * (bwd_tiles) its tiles are key-major (S^T = K Q^T, so that P^T and dS^T
- * need no transposing), bf16 on the dot kernel (P and dS rounded to bf16);
- * elsewhere (bwd_range) it widens to float32 scratch. The AVX-512 paths
- * take their probabilities from exp16_nonpos, a 2-ulp exp (the other paths
- * and the softmax kernels keep pw_expf's bits).
+ * head's dK and dV, so no two tasks add into the same rows. On AVX-512 and
+ * AVX2 (bwd_tiles) its tiles are key-major (S^T = K Q^T, so that P^T and
+ * dS^T need no transposing), bf16 on the dot kernel (P and dS rounded to
+ * bf16); without AVX2 (bwd_range) it widens to float32 scratch. The tile
+ * paths take their probabilities from exp16_nonpos (exp8_nonpos on AVX2,
+ * the same bits), a 2-ulp exp (bwd_range, fwd_range and the softmax
+ * kernels keep pw_expf's bits).
  *
  * Causal masking is top-left aligned as torch's SDPA (query i sees keys
  * j <= i, whatever L and S are). A row whose keys are all masked gives a
@@ -31,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "hpu/parallel.h"
+#include "kernels/avx2_regs.h"
 #include "kernels/avx512_regs.h"
 #include "kernels/cvt.h"
 #include "kernels/gemm.h"
@@ -52,12 +55,10 @@
 #define BQT 120
 
 /* C[m, n] = alpha * A @ B + beta * C, float32, strided A and B, C row-major
- * with leading dimension ldc. Called from pool tasks, so the GEMM runs
- * inline on the task's thread (nested parallel calls do). */
+ * with leading dimension ldc: the range paths' products, which run only
+ * where the CPU (or HPU_KERNEL_ISA) has no AVX2, so a plain loop. */
 static void mm(int64_t m, int64_t n, int64_t k, const float *a, int64_t ars, int64_t acs, const float *b,
                int64_t brs, int64_t bcs, float *c, int64_t ldc, float alpha, float beta) {
-  hpu_gemm_t g = {m, n, k, a, ars, acs, b, brs, bcs, c, ldc, 1, HPU_FLOAT32, alpha, beta};
-  if (hpu_gemm_run(&g, HPU_GEMM_F32FMA) == 0 || hpu_gemm_run(&g, HPU_GEMM_F32AVX2) == 0) return;
   for (int64_t i = 0; i < m; i++) {
     float *ci = c + i * ldc;
     for (int64_t j = 0; j < n; j++) ci[j] = beta == 0.0f ? 0.0f : beta * ci[j];
@@ -165,7 +166,7 @@ static void online_softmax(const attn_t *c, float *s, int64_t nq, int64_t nk, fl
   }
 }
 
-/* ---- the tile path's AVX-512 helpers ------------------------------------- */
+/* ---- the tile path's vector helpers -------------------------------------- */
 
 #if HPU_HAVE_ISA_CLONES
 /* The bf16 clones: AVX512_BF16's VCVTNE2PS2BF16 rounds 32 floats to
@@ -216,7 +217,32 @@ HPU_ATTR_avx512 static float dot_bf16(const uint16_t *x, const uint16_t *y, int6
   }
   return _mm512_reduce_add_ps(a);
 }
-#else /* the tile path needs AVX-512 (hpu_gemm_tile_kernel): plain forms to compile */
+
+HPU_ATTR_avx2 static inline float hsum8(__m256 v) {
+  __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+  return _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
+}
+
+/* exp_row_f32 on AVX2: 8 lanes, exp8_nonpos (exp16_nonpos's bits). */
+HPU_ATTR_avx2 static float exp_row_f32_avx2(float *s, int64_t n, float m) {
+  __m256 vm = _mm256_set1_ps(m), a = _mm256_setzero_ps();
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    __m256 e = exp8_nonpos(_mm256_sub_ps(_mm256_loadu_ps(s + j), vm));
+    a = _mm256_add_ps(a, e);
+    _mm256_storeu_ps(s + j, e);
+  }
+  if (j < n) {
+    __m256i k = hpu_mask8(n - j);
+    __m256 e = exp8_nonpos(_mm256_sub_ps(_mm256_maskload_ps(s + j, k), vm));
+    e = _mm256_and_ps(e, _mm256_castsi256_ps(k));
+    a = _mm256_add_ps(a, e);
+    _mm256_maskstore_ps(s + j, k, e);
+  }
+  return hsum8(a);
+}
+#else /* the tile path needs AVX2 or AVX-512 (hpu_gemm_tile_kernel): plain forms to compile */
 static float exp_row_f32(float *s, int64_t n, float m) {
   float a = 0.0f;
   for (int64_t j = 0; j < n; j++) a += s[j] = pw_expf(s[j] - m);
@@ -241,9 +267,18 @@ static float dot_bf16(const uint16_t *x, const uint16_t *y, int64_t n) {
 }
 #endif
 
+static float exp_row(int kern, float *s, int64_t n, float m) {
+#if HPU_HAVE_ISA_CLONES
+  if (kern == HPU_GEMM_F32AVX2) return exp_row_f32_avx2(s, n, m);
+#endif
+  (void)kern;
+  return exp_row_f32(s, n, m);
+}
+
 /* The tile path's online softmax over one key block: online_softmax with
- * exp16_nonpos, and for bf16 the probabilities written rounded into pb
- * [nq, kp] (kp: nk up to even) in the same pass instead of back into s. */
+ * exp16_nonpos (exp8_nonpos on AVX2), and for bf16 the probabilities
+ * written rounded into pb [nq, kp] (kp: nk up to even) in the same pass
+ * instead of back into s. */
 static void softmax_tile(const attn_t *c, float *s, int64_t nq, int64_t nk, float *mx, float *sum, float *acc,
                          int rescale, uint16_t *pb, int64_t kp) {
   for (int64_t i = 0; i < nq; i++) {
@@ -255,7 +290,7 @@ static void softmax_tile(const attn_t *c, float *s, int64_t nq, int64_t nk, floa
       continue;
     }
     float corr = expf(mx[i] - m);
-    sum[i] = sum[i] * corr + (pb ? exp_row_bf16(si, nk, m, pb + i * kp) : exp_row_f32(si, nk, m));
+    sum[i] = sum[i] * corr + (pb ? exp_row_bf16(si, nk, m, pb + i * kp) : exp_row(c->kernel, si, nk, m));
     mx[i] = m;
     if (rescale && corr != 1.0f) c->R->scale(acc + i * c->Dv, c->Dv, corr, 0.0f);
   }
@@ -596,15 +631,49 @@ ATTR_BF16 static void tile_grads_bf16(const float *st, const float *dpt, int64_t
   }
 }
 
+/* tile_grads_f32 on AVX2: 8 columns at a time down the whole tile, so
+ * that their lse, delta and mask stay in registers (AVX2 has too few to
+ * hold a row's worth, as the AVX-512 form does row by row). */
+HPU_ATTR_avx2 static void tile_grads_f32_avx2(const float *st, const float *dpt, int64_t nk, int64_t nq,
+                                              const float *lse, const float *delta, float *pt, float *dst,
+                                              uint32_t *dsp, int64_t pstride) {
+  const int64_t W = HPU_GEMM_PANEL;
+  for (int64_t c = 0; c < nq; c += 8) {
+    __m256i m = hpu_mask8(nq - c);
+    __m256 l = _mm256_maskload_ps(lse + c, m), dl = _mm256_maskload_ps(delta + c, m);
+    __m256 live = _mm256_and_ps(_mm256_cmp_ps(l, _mm256_set1_ps(-INFINITY), _CMP_NEQ_OQ), _mm256_castsi256_ps(m));
+    float *pk = (float *)(dsp + c / W * pstride + c % W);
+    if (nq - c >= 8) {
+      for (int64_t j = 0, at = c; j < nk; j++, at += nq) {
+        __m256 p = _mm256_and_ps(live, exp8_nonpos(_mm256_sub_ps(_mm256_loadu_ps(st + at), l)));
+        __m256 d = _mm256_mul_ps(p, _mm256_sub_ps(_mm256_loadu_ps(dpt + at), dl));
+        _mm256_storeu_ps(pt + at, p);
+        _mm256_storeu_ps(dst + at, d);
+        _mm256_storeu_ps(pk + j * W, d);
+      }
+      continue;
+    }
+    for (int64_t j = 0, at = c; j < nk; j++, at += nq) {
+      __m256 p = _mm256_and_ps(live, exp8_nonpos(_mm256_sub_ps(_mm256_maskload_ps(st + at, m), l)));
+      __m256 d = _mm256_mul_ps(p, _mm256_sub_ps(_mm256_maskload_ps(dpt + at, m), dl));
+      _mm256_maskstore_ps(pt + at, m, p);
+      _mm256_maskstore_ps(dst + at, m, d);
+      _mm256_storeu_ps(pk + j * W, d);
+    }
+  }
+}
+
 static void tile_grads(const float *st, const float *dpt, int64_t nk, int64_t nq, const float *lse,
-                       const float *delta, void *pt, void *dst, uint32_t *dsp, int64_t pstride, int bf) {
-  if (bf) tile_grads_bf16(st, dpt, nk, nq, lse, delta, pt, dst, dsp, pstride);
+                       const float *delta, void *pt, void *dst, uint32_t *dsp, int64_t pstride, int kern) {
+  if (kern == HPU_GEMM_BF16DOT) tile_grads_bf16(st, dpt, nk, nq, lse, delta, pt, dst, dsp, pstride);
+  else if (kern == HPU_GEMM_F32AVX2) tile_grads_f32_avx2(st, dpt, nk, nq, lse, delta, pt, dst, dsp, pstride);
   else tile_grads_f32(st, dpt, nk, nq, lse, delta, pt, dst, dsp, pstride);
 }
 
 /* dst [cols, rows] = src [rows, cols] (rows lds elements apart), 32-bit
  * floats or bf16 bits, by 16 x 16 register transposes. */
-HPU_ATTR_avx512 static void transpose(void *dst, const void *src, int64_t rows, int64_t cols, int64_t lds, int bf) {
+HPU_ATTR_avx512 static void transpose_512(void *dst, const void *src, int64_t rows, int64_t cols, int64_t lds,
+                                          int bf) {
   for (int64_t i0 = 0; i0 < rows; i0 += 16)
     for (int64_t j0 = 0; j0 < cols; j0 += 16) {
       int64_t ni = rows - i0 < 16 ? rows - i0 : 16, nj = cols - j0 < 16 ? cols - j0 : 16;
@@ -624,10 +693,30 @@ HPU_ATTR_avx512 static void transpose(void *dst, const void *src, int64_t rows, 
       }
     }
 }
-#else /* the tile path needs AVX-512 (hpu_gemm_tile_kernel); plain loops to compile */
+
+/* The same for floats on AVX2, by 8 x 8 blocks (edges element by element). */
+HPU_ATTR_avx2 static void transpose_f32_avx2(float *dst, const float *src, int64_t rows, int64_t cols, int64_t lds) {
+  int64_t i0 = 0;
+  for (; i0 + 8 <= rows; i0 += 8) {
+    int64_t j0 = 0;
+    for (; j0 + 8 <= cols; j0 += 8) hpu_tr8_ps(src + i0 * lds + j0, lds, dst + j0 * rows + i0, rows);
+    for (; j0 < cols; j0++)
+      for (int64_t i = i0; i < i0 + 8; i++) dst[j0 * rows + i] = src[i * lds + j0];
+  }
+  for (; i0 < rows; i0++)
+    for (int64_t j = 0; j < cols; j++) dst[j * rows + i0] = src[i0 * lds + j];
+}
+
+/* bf16 bits on the bf16 kernel, else floats */
+static void transpose(void *dst, const void *src, int64_t rows, int64_t cols, int64_t lds, int kern) {
+  if (kern == HPU_GEMM_F32AVX2) transpose_f32_avx2(dst, src, rows, cols, lds);
+  else transpose_512(dst, src, rows, cols, lds, kern == HPU_GEMM_BF16DOT);
+}
+#else /* the tile path needs AVX2 or AVX-512 (hpu_gemm_tile_kernel); plain loops to compile */
 static void tile_grads(const float *st, const float *dpt, int64_t nk, int64_t nq, const float *lse,
-                       const float *delta, void *pt, void *dst, uint32_t *dsp, int64_t pstride, int bf) {
+                       const float *delta, void *pt, void *dst, uint32_t *dsp, int64_t pstride, int kern) {
   const int64_t W = HPU_GEMM_PANEL;
+  int bf = kern == HPU_GEMM_BF16DOT;
   for (int64_t j = 0; j < nk; j++)
     for (int64_t i = 0; i < nq; i++) {
       int64_t at = j * nq + i;
@@ -647,7 +736,8 @@ static void tile_grads(const float *st, const float *dpt, int64_t nk, int64_t nq
     }
 }
 
-static void transpose(void *dst, const void *src, int64_t rows, int64_t cols, int64_t lds, int bf) {
+static void transpose(void *dst, const void *src, int64_t rows, int64_t cols, int64_t lds, int kern) {
+  int bf = kern == HPU_GEMM_BF16DOT;
   for (int64_t i = 0; i < rows; i++)
     for (int64_t j = 0; j < cols; j++) {
       if (bf) ((uint16_t *)dst)[j * rows + i] = ((const uint16_t *)src)[i * lds + j];
@@ -682,7 +772,7 @@ static void pack_head(int kern, const hpu_tensor_t *t, int64_t b, int64_t h, int
   hpu_gemm_pack_b(kern, &g, dst);
 }
 
-/* The backward on AVX-512 (see above). bf16 on the AVX512_BF16 dot kernel:
+/* The backward on AVX-512 and AVX2 (see above). bf16 on the AVX512_BF16 dot kernel:
  * the products' operands in bf16 (P and dS rounded to bf16, as torch's CPU
  * kernel does), float32 accumulation; float32 and fp16 in float32. */
 static void bwd_tiles(void *vctx, int64_t begin, int64_t end) {
@@ -722,7 +812,7 @@ static void bwd_tiles(void *vctx, int64_t begin, int64_t end) {
     pack_head(kern, in0, b, h, D, Dv, 0, onp);
     /* in1 = k | v: K and V as A, K^T as dQ^T's A */
     const char *ka = a_rows(in1, b, h, 0, D, bf, kbuf, &klda), *va = a_rows(in1, b, h, D, Dv, bf, vbuf, &vlda);
-    transpose(ktb, ka, S, D, klda, bf);
+    transpose(ktb, ka, S, D, klda, kern);
     memset(dk, 0, sizeof(float) * (size_t)(S * D));
     memset(dv, 0, sizeof(float) * (size_t)(S * Dv));
     const float *lse = (const float *)hpu_tensor_data(&n->inputs[2]) + bh * L;
@@ -750,7 +840,7 @@ static void bwd_tiles(void *vctx, int64_t begin, int64_t end) {
         mask_tile(c, b, h, q0, nq, k0, nk, st, 1, nq);
         hpu_gemm_tile(kern, nk, nq, Dv, va + k0 * vlda * aes, vlda, otp + q0 / W * ost * W, ost * W, dpt, nq, 1.0f,
                       0.0f);
-        tile_grads(st, dpt, nk, nq, lse + q0, delta, pt, dst, dsp, tst * W, bf);
+        tile_grads(st, dpt, nk, nq, lse + q0, delta, pt, dst, dsp, tst * W, kern);
         /* dv += p^T dO; dk += scale ds^T q; dq^T (+)= scale k^T ds^T */
         hpu_gemm_tile(kern, nk, Dv, nq, pt, nq, onp + qoff, lst * W, dv + k0 * Dv, Dv, 1.0f, 1.0f);
         hpu_gemm_tile(kern, nk, D, nq, dst, nq, qnp + qoff, lst * W, dk + k0 * D, D, c->scale, 1.0f);
@@ -758,7 +848,7 @@ static void bwd_tiles(void *vctx, int64_t begin, int64_t end) {
                       k0 == 0 ? 0.0f : 1.0f);
       }
       if (kend == 0) memset(dqt, 0, sizeof(float) * (size_t)(D * nq));
-      transpose(dq, dqt, D, nq, nq, 0);
+      transpose(dq, dqt, D, nq, nq, kern == HPU_GEMM_BF16DOT ? HPU_GEMM_F32FMA : kern);
       store_rows(&n->outputs[0], b, h, q0, nq, dq, D);
     }
     store_rows(&n->outputs[1], b, h, 0, S, dk, D);

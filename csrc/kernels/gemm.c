@@ -1374,6 +1374,7 @@ int hpu_gemm_run(const hpu_gemm_t *g, int kernel) { return hpu_gemm_run_batched(
 int hpu_gemm_tile_kernel(hpu_dtype_t dt) {
   if (dt == HPU_BFLOAT16 && hpu_gemm_have_bf16dot()) return HPU_GEMM_BF16DOT;
   if (hpu_kernels_isa() >= HPU_ISA_AVX512) return HPU_GEMM_F32FMA;
+  if (hpu_kernels_isa() >= HPU_ISA_AVX2) return HPU_GEMM_F32AVX2;
   return HPU_GEMM_NONE;
 }
 
@@ -1384,6 +1385,10 @@ int64_t hpu_gemm_packed_words(int kernel, int64_t k, int64_t n) {
 }
 
 void hpu_gemm_pack_b(int kernel, const hpu_gemm_t *g, uint32_t *dst) {
+  if (kernel == HPU_GEMM_F32AVX2) {
+    hpu_gemm_avx2_pack_b(g, (float *)dst);
+    return;
+  }
   int64_t kp = hpu_gemm_panel_steps(kernel, g->k);
   for (int64_t j0 = 0; j0 < g->n; j0 += NR) {
     int64_t cols = g->n - j0 < NR ? g->n - j0 : NR;
@@ -1398,6 +1403,10 @@ void hpu_gemm_pack_b(int kernel, const hpu_gemm_t *g, uint32_t *dst) {
  * k is a head dimension or a key block, a few hundred at most). */
 void hpu_gemm_tile(int kernel, int64_t m, int64_t n, int64_t k, const void *a, int64_t lda, const uint32_t *bp,
                    int64_t pstride, float *c, int64_t ldc, float alpha, float beta) {
+  if (kernel == HPU_GEMM_F32AVX2) {
+    hpu_gemm_avx2_tile(m, n, k, a, lda, (const float *)bp, pstride, c, ldc, alpha, beta);
+    return;
+  }
   hpu_gemm_t g = {m, n, k, a, lda, 1, NULL, 0, 0, c, ldc, 1, HPU_FLOAT32, alpha, beta};
   float tile[MR * NR];
   fin_t f;

@@ -50,6 +50,11 @@ int hpu_gemm_run_batched(const hpu_gemm_t *g, int kernel, int64_t nbatch, const 
  * as hpu_gemm_run_batched (-1: not float32, or no AVX2; nothing written). */
 int hpu_gemm_avx2_suits(const hpu_gemm_t *g);
 int hpu_gemm_avx2_run(const hpu_gemm_t *g, int64_t nbatch, const int64_t *offs);
+/* ... and its tiles (F32AVX2 below): hpu_gemm_pack_b and hpu_gemm_tile for
+ * that kernel. */
+void hpu_gemm_avx2_pack_b(const hpu_gemm_t *g, float *dst);
+void hpu_gemm_avx2_tile(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *bp,
+                        int64_t pstride, float *c, int64_t ldc, float alpha, float beta);
 
 /* Testing: force a kernel for every call (HPU_GEMM_AUTO restores the
  * measured rule); a kernel the CPU lacks is ignored. Returns the old value. */
@@ -58,12 +63,13 @@ int hpu_gemm_force(int kernel);
 /* Tiles: many small serial products against one B packed once (the fused
  * attention's key and value blocks). The kernel for operands of dtype dt:
  * BF16DOT for bfloat16 where the CPU has it, F32FMA (float32 A, B widened
- * by the packing) on AVX-512, else HPU_GEMM_NONE (no tile path). */
+ * by the packing) on AVX-512, F32AVX2 (the same, in gemm_avx2.c) on AVX2,
+ * else HPU_GEMM_NONE (no tile path). */
 int hpu_gemm_tile_kernel(hpu_dtype_t dt);
 
 /* Words (4 bytes) of g's B [k, n] packed for `kernel`: panels of
  * HPU_GEMM_PANEL columns, panel p at p * hpu_gemm_panel_steps(kernel, k) *
- * HPU_GEMM_PANEL words; a step is one k (F32FMA) or a pair of k (BF16DOT,
+ * HPU_GEMM_PANEL words; a step is one k (F32FMA, F32AVX2) or a pair of k (BF16DOT,
  * odd k padded with 0), so the steps from k0 (even for BF16DOT) start
  * k0 / (BF16DOT ? 2 : 1) * HPU_GEMM_PANEL words into each panel. */
 #define HPU_GEMM_PANEL 32

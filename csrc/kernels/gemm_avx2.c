@@ -15,12 +15,15 @@
 
 #include "hpu/device.h"
 #include "hpu/parallel.h"
+#include "kernels/cvt.h"
 #include "kernels/gemm.h"
 #include "kernels/isa.h"
 #include "kernels/kernels.h"
 
 #if HPU_HAVE_ISA_CLONES
 #include <immintrin.h>
+
+#include "kernels/avx2_regs.h"
 
 #define MR 6
 #define NR 16
@@ -75,14 +78,16 @@ int hpu_gemm_avx2_suits(const hpu_gemm_t *g) {
     }                                                                                             \
   } while (0)
 
-/* R (<= 6) rows of C, 16 columns: C = alpha * A[R x kc] @ P + beta * C, P the
- * packed panel (16 floats per k step). The accumulators are named variables,
- * not an array: GCC kept an array's copy on the stack and stored every FMA
- * result back to it, a third of the speed. */
-HPU_ATTR_avx2 static inline __attribute__((always_inline)) void strip(const int R, int64_t kc, const float *a,
-                                                                      int64_t ars, int64_t acs, const float *p,
-                                                                      float *c, int64_t ldc, float alpha,
-                                                                      float beta) {
+/* R (<= 6) rows of C, 16 columns: C = alpha * A[R x kc] @ P + beta * C, P
+ * 16 columns of a packed panel, PS floats per k step (16: this file's
+ * panels; HPU_GEMM_PANEL: the tiles' panels, read a half at a time). The
+ * accumulators are named variables, not an array: GCC kept an array's copy
+ * on the stack and stored every FMA result back to it, a third of the
+ * speed. */
+HPU_ATTR_avx2 static inline __attribute__((always_inline)) void strip(const int R, const int PS, int64_t kc,
+                                                                      const float *a, int64_t ars, int64_t acs,
+                                                                      const float *p, float *c, int64_t ldc,
+                                                                      float alpha, float beta) {
   __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
   __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
   if (acs == 1) {
@@ -90,8 +95,8 @@ HPU_ATTR_avx2 static inline __attribute__((always_inline)) void strip(const int 
                 *a5 = a + 5 * ars;
 #pragma GCC unroll 4
     for (int64_t l = 0; l < kc; l++) {
-      __m256 b0 = _mm256_load_ps(p), b1 = _mm256_load_ps(p + 8);
-      p += NR;
+      __m256 b0 = _mm256_loadu_ps(p), b1 = _mm256_loadu_ps(p + 8);
+      p += PS;
       FMA_ROW(0, _mm256_broadcast_ss(a0 + l));
       FMA_ROW(1, _mm256_broadcast_ss(a1 + l));
       FMA_ROW(2, _mm256_broadcast_ss(a2 + l));
@@ -102,8 +107,8 @@ HPU_ATTR_avx2 static inline __attribute__((always_inline)) void strip(const int 
   } else {
 #pragma GCC unroll 4
     for (int64_t l = 0; l < kc; l++) {
-      __m256 b0 = _mm256_load_ps(p), b1 = _mm256_load_ps(p + 8);
-      p += NR;
+      __m256 b0 = _mm256_loadu_ps(p), b1 = _mm256_loadu_ps(p + 8);
+      p += PS;
       FMA_ROW(0, _mm256_broadcast_ss(a));
       FMA_ROW(1, _mm256_broadcast_ss(a + ars));
       FMA_ROW(2, _mm256_broadcast_ss(a + 2 * ars));
@@ -127,7 +132,7 @@ typedef void (*strip_fn)(int64_t kc, const float *a, int64_t ars, int64_t acs, c
 #define STRIP(R)                                                                                       \
   HPU_ATTR_avx2 static void strip_##R(int64_t kc, const float *a, int64_t ars, int64_t acs,            \
                                       const float *p, float *c, int64_t ldc, float alpha, float beta) { \
-    strip(R, kc, a, ars, acs, p, c, ldc, alpha, beta);                                                 \
+    strip(R, NR, kc, a, ars, acs, p, c, ldc, alpha, beta);                                             \
   }
 STRIP(1)
 STRIP(2)
@@ -137,37 +142,12 @@ STRIP(5)
 STRIP(6)
 static const strip_fn strips[MR + 1] = {NULL, strip_1, strip_2, strip_3, strip_4, strip_5, strip_6};
 
-/* dst[r][c] = src[c][r] for an 8 x 8 block (rows sstride / dstride apart). */
-HPU_ATTR_avx2 static inline void transpose8(const float *src, int64_t sstride, float *dst, int64_t dstride) {
-  __m256 r0 = _mm256_loadu_ps(src), r1 = _mm256_loadu_ps(src + sstride);
-  __m256 r2 = _mm256_loadu_ps(src + 2 * sstride), r3 = _mm256_loadu_ps(src + 3 * sstride);
-  __m256 r4 = _mm256_loadu_ps(src + 4 * sstride), r5 = _mm256_loadu_ps(src + 5 * sstride);
-  __m256 r6 = _mm256_loadu_ps(src + 6 * sstride), r7 = _mm256_loadu_ps(src + 7 * sstride);
-  /* pairs of rows interleaved, then pairs of pairs, then 128-bit halves */
-  __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
-  __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
-  __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
-  __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
-  __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-  __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-  __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-  __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-  _mm256_store_ps(dst, _mm256_permute2f128_ps(u0, u4, 0x20));
-  _mm256_store_ps(dst + dstride, _mm256_permute2f128_ps(u1, u5, 0x20));
-  _mm256_store_ps(dst + 2 * dstride, _mm256_permute2f128_ps(u2, u6, 0x20));
-  _mm256_store_ps(dst + 3 * dstride, _mm256_permute2f128_ps(u3, u7, 0x20));
-  _mm256_store_ps(dst + 4 * dstride, _mm256_permute2f128_ps(u0, u4, 0x31));
-  _mm256_store_ps(dst + 5 * dstride, _mm256_permute2f128_ps(u1, u5, 0x31));
-  _mm256_store_ps(dst + 6 * dstride, _mm256_permute2f128_ps(u2, u6, 0x31));
-  _mm256_store_ps(dst + 7 * dstride, _mm256_permute2f128_ps(u3, u7, 0x31));
-}
-
 /* B[l0 .. l0+kc, j0 .. j0+nr) -> 16 floats per k step, zeros past nr. */
 HPU_ATTR_avx2 static void pack_panel(const hpu_gemm_t *g, const float *b, int64_t kc, int64_t nr, float *dst) {
   if (g->bcs == 1 && nr == NR) {
     for (int64_t l = 0; l < kc; l++, b += g->brs, dst += NR) {
-      _mm256_store_ps(dst, _mm256_loadu_ps(b));
-      _mm256_store_ps(dst + 8, _mm256_loadu_ps(b + 8));
+      _mm256_storeu_ps(dst, _mm256_loadu_ps(b));
+      _mm256_storeu_ps(dst + 8, _mm256_loadu_ps(b + 8));
     }
     return;
   }
@@ -176,7 +156,7 @@ HPU_ATTR_avx2 static void pack_panel(const hpu_gemm_t *g, const float *b, int64_
      * contiguous rows in memory; 8 x 8 blocks turned in registers */
     int64_t l = 0;
     for (; l + 8 <= kc; l += 8)
-      for (int h = 0; h < 2; h++) transpose8(b + l + 8 * h * g->bcs, g->bcs, dst + l * NR + 8 * h, NR);
+      for (int h = 0; h < 2; h++) hpu_tr8_ps(b + l + 8 * h * g->bcs, g->bcs, dst + l * NR + 8 * h, NR);
     for (; l < kc; l++)
       for (int64_t j = 0; j < NR; j++) dst[l * NR + j] = b[l + j * g->bcs];
     return;
@@ -242,6 +222,82 @@ static void run_range(void *ctx, int64_t begin, int64_t end) {
   for (int64_t u = begin; u < end; u++) run_unit(ctx, u, panel, tile);
 }
 
+/* Tiles (gemm.h): the fused attention's products on AVX2, against a B
+ * packed once per head in the F32FMA layout (HPU_GEMM_PANEL columns a
+ * panel, one k per step), which the 6 x 16 strips read a half panel at a
+ * time. A is float32 rows, C row-major. */
+#define TSTRIP(R)                                                                                        \
+  HPU_ATTR_avx2 static void tstrip_##R(int64_t k, const float *a, int64_t lda, const float *p, float *c, \
+                                       int64_t ldc, float alpha, float beta) {                           \
+    strip(R, HPU_GEMM_PANEL, k, a, lda, 1, p, c, ldc, alpha, beta);                                      \
+  }
+TSTRIP(1)
+TSTRIP(2)
+TSTRIP(3)
+TSTRIP(4)
+TSTRIP(5)
+TSTRIP(6)
+typedef void (*tstrip_fn)(int64_t k, const float *a, int64_t lda, const float *p, float *c, int64_t ldc,
+                          float alpha, float beta);
+static const tstrip_fn tstrips[MR + 1] = {NULL, tstrip_1, tstrip_2, tstrip_3, tstrip_4, tstrip_5, tstrip_6};
+
+/* Columns [j0, j0 + cols) of g's B as one panel: W floats per k step,
+ * zeros past cols, bf16 and fp16 widened. */
+HPU_ATTR_avx2 static void pack_tile_panel(const hpu_gemm_t *g, int64_t j0, int64_t cols, float *dst) {
+  const int64_t W = HPU_GEMM_PANEL;
+  const char *b = g->b;
+  int64_t k = g->k, rs = g->brs, cs = g->bcs, es = hpu_dtype_size(g->dt);
+  if (g->dt == HPU_FLOAT32 && cs == 1 && cols == W) {
+    for (int64_t p = 0; p < k; p++) {
+      const float *q = (const float *)b + p * rs + j0;
+      for (int h = 0; h < 4; h++) _mm256_storeu_ps(dst + p * W + 8 * h, _mm256_loadu_ps(q + 8 * h));
+    }
+    return;
+  }
+  int64_t p = 0;
+  if (g->dt == HPU_FLOAT32 && rs == 1 && cols == W) {
+    /* B^T stored by rows (K^T, Q^T): 8 x 8 blocks turned in registers */
+    for (; p + 8 <= k; p += 8)
+      for (int h = 0; h < 4; h++) hpu_tr8_ps((const float *)b + p + (j0 + 8 * h) * cs, cs, dst + p * W + 8 * h, W);
+  }
+  for (; p < k; p++)
+    for (int64_t j = 0; j < W; j++)
+      dst[p * W + j] = j < cols ? hpu_load_f32(b + (p * rs + (j0 + j) * cs) * es, g->dt) : 0.0f;
+}
+
+void hpu_gemm_avx2_pack_b(const hpu_gemm_t *g, float *dst) {
+  const int64_t W = HPU_GEMM_PANEL;
+  for (int64_t j0 = 0; j0 < g->n; j0 += W)
+    pack_tile_panel(g, j0, g->n - j0 < W ? g->n - j0 : W, dst + j0 / W * g->k * W);
+}
+
+/* Panels outside, 6-row strips inside, both halves of a panel per strip
+ * (the strip's rows of A stay in L1 for the second half). */
+void hpu_gemm_avx2_tile(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *bp,
+                        int64_t pstride, float *c, int64_t ldc, float alpha, float beta) {
+  const int64_t W = HPU_GEMM_PANEL;
+  float tile[MR * NR] __attribute__((aligned(32)));
+  for (int64_t j0 = 0; j0 < n; j0 += W) {
+    const float *panel = bp + j0 / W * pstride;
+    for (int64_t i0 = 0; i0 < m; i0 += MR) {
+      int R = m - i0 < MR ? (int)(m - i0) : MR;
+      const float *ar = a + i0 * lda;
+      for (int64_t h = j0; h < j0 + W && h < n; h += NR) {
+        int64_t nr = n - h < NR ? n - h : NR;
+        float *cr = c + i0 * ldc + h;
+        if (nr == NR) {
+          tstrips[R](k, ar, lda, panel + (h - j0), cr, ldc, alpha, beta);
+          continue;
+        }
+        tstrips[R](k, ar, lda, panel + (h - j0), tile, NR, alpha, 0.0f);
+        for (int r = 0; r < R; r++)
+          for (int64_t j = 0; j < nr; j++)
+            cr[r * ldc + j] = beta != 0 ? tile[r * NR + j] + beta * cr[r * ldc + j] : tile[r * NR + j];
+      }
+    }
+  }
+}
+
 int hpu_gemm_avx2_run(const hpu_gemm_t *g, int64_t nbatch, const int64_t *offs) {
   if (hpu_kernels_isa() < HPU_ISA_AVX2 || g->dt != HPU_FLOAT32) return -1;
   if (g->m <= 0 || g->n <= 0 || g->k <= 0 || nbatch <= 0) return -1;
@@ -273,6 +329,15 @@ int hpu_gemm_avx2_run(const hpu_gemm_t *g, int64_t nbatch, const int64_t *offs) 
 int hpu_gemm_avx2_suits(const hpu_gemm_t *g) {
   (void)g;
   return 0;
+}
+void hpu_gemm_avx2_pack_b(const hpu_gemm_t *g, float *dst) {
+  (void)g;
+  (void)dst;
+}
+void hpu_gemm_avx2_tile(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *bp,
+                        int64_t pstride, float *c, int64_t ldc, float alpha, float beta) {
+  (void)m, (void)n, (void)k, (void)a, (void)lda, (void)bp, (void)pstride, (void)c, (void)ldc, (void)alpha;
+  (void)beta;
 }
 int hpu_gemm_avx2_run(const hpu_gemm_t *g, int64_t nbatch, const int64_t *offs) {
   (void)g;
