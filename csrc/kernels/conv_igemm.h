@@ -1,5 +1,5 @@
-/* Implicit-GEMM forward convolution (conv_igemm.c): float32, NCHW,
- * contiguous operands, one group. */
+/* Implicit-GEMM forward convolution (conv_igemm.c) and the direct one for
+ * stride 2 (conv_direct.c): float32, NCHW, contiguous operands, one group. */
 #ifndef HPU_KERNELS_CONV_IGEMM_H
 #define HPU_KERNELS_CONV_IGEMM_H
 
@@ -19,5 +19,11 @@ int hpu_conv_igemm_suits(const hpu_conv_igemm_t *g);
  * NULL). */
 hpu_status_t hpu_conv_igemm(const hpu_conv_igemm_t *g, const float *x, const float *w, const float *bias,
                             float *y);
+
+/* conv_direct.c: stride 2, dilation 1, more than one tap, read from the
+ * input's phase planes without gathering patches. */
+int hpu_conv_direct_suits(const hpu_conv_igemm_t *g);
+hpu_status_t hpu_conv_direct(const hpu_conv_igemm_t *g, const float *x, const float *w, const float *bias,
+                             float *y);
 
 #endif

@@ -148,12 +148,14 @@ static hpu_status_t FN(conv_forward)(const hpu_node_t *n) {
     FN(mm)(W, FN(view)(x, 4, xs, xst), FN(view)(y, 4, ys, yst), has_b ? &bt : NULL);
     return HPU_SUCCESS;
   }
-#ifdef CONV_IGEMM /* float32 on AVX-512: Winograd for 3x3 / 1 (conv_winograd.c), else patches
-                     gathered into the GEMM's panels (conv_igemm.c) */
+#ifdef CONV_IGEMM /* float32 on AVX-512: Winograd for 3x3 / 1 (conv_winograd.c), stride 2 read
+                     from the input's phase planes (conv_direct.c), else patches gathered into the
+                     GEMM's panels (conv_igemm.c) */
   hpu_conv_winograd_t wg;
   if (winograd_shape(&g, &wg) && hpu_conv_winograd_suits(&wg)) return hpu_conv_winograd(&wg, x, w, bias, y);
   if (g.G == 1) {
     hpu_conv_igemm_t ig = {g.N, g.C, g.H, g.W, g.Co, g.KH, g.KW, g.OH, g.OW, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw};
+    if (hpu_conv_direct_suits(&ig)) return hpu_conv_direct(&ig, x, w, bias, y);
     if (hpu_conv_igemm_suits(&ig)) return hpu_conv_igemm(&ig, x, w, bias, y);
   }
 #endif

@@ -441,10 +441,36 @@ ATTR_512 static BODY void f32_direct_body(const int R, int64_t k, const float *A
   else SAVE(f, c0, c1, R);
 }
 
+/* fp32 FMA, A packed [k][MR], B's rows found through a table: step p
+ * reads 32 floats at B + boff[p] (a direct convolution's taps, read from
+ * the input's planes where an implicit GEMM would gather them into a
+ * panel). A packed, not read in place: its 12 rows 4.6 KB apart (a 3x3
+ * layer's weights, 128 channels in) ran the 3x3/2 128->128 at 56x56 3-4%
+ * slower (Zen 4 class). */
+ATTR_512 static BODY void f32_rows_body(const int R, int64_t k, const float *A, const float *B,
+                                        const int32_t *boff, const fin_t *f) {
+  __m512 c0[MR], c1[MR];
+  INIT(f, c0, c1, R);
+  for (int64_t p = 0; p < k; p++) {
+    const float *bp = B + boff[p];
+    __m512 b0 = _mm512_loadu_ps(bp), b1 = _mm512_loadu_ps(bp + 16);
+#pragma GCC unroll 12
+    for (int i = 0; i < R; i++) {
+      __m512 a = _mm512_set1_ps(A[i]);
+      c0[i] = _mm512_fmadd_ps(a, b0, c0[i]);
+      c1[i] = _mm512_fmadd_ps(a, b1, c1[i]);
+    }
+    A += MR;
+  }
+  if (f->last) FINISH(f, c0, c1, store_row, R);
+  else SAVE(f, c0, c1, R);
+}
+
 typedef void (*ukr_bf16_packed_t)(int64_t, const uint32_t *, const uint32_t *, const fin_t *);
 typedef void (*ukr_bf16_direct_t)(int64_t, const uint16_t *, int64_t, const uint32_t *, const fin_t *);
 typedef void (*ukr_f32_packed_t)(int64_t, const float *, const float *, const fin_t *);
 typedef void (*ukr_f32_direct_t)(int64_t, const float *, int64_t, const float *, const fin_t *);
+typedef void (*ukr_f32_rows_t)(int64_t, const float *, const float *, const int32_t *, const fin_t *);
 
 #define KERNELS(R)                                                                                    \
   ATTR_BF16 static void ukr_bf16_packed_##R(int64_t kp, const uint32_t *A, const uint32_t *B,        \
@@ -461,6 +487,10 @@ typedef void (*ukr_f32_direct_t)(int64_t, const float *, int64_t, const float *,
   ATTR_512 static void ukr_f32_direct_##R(int64_t k, const float *A, int64_t lda, const float *B,    \
                                           const fin_t *f) {                                           \
     f32_direct_body(R, k, A, lda, B, f);                                                              \
+  }                                                                                                   \
+  ATTR_512 static void ukr_f32_rows_##R(int64_t k, const float *A, const float *B, const int32_t *boff, \
+                                        const fin_t *f) {                                             \
+    f32_rows_body(R, k, A, B, boff, f);                                                               \
   }
 
 KERNELS(1)
@@ -485,6 +515,7 @@ static const ukr_bf16_packed_t ukr_bf16_packed[MR + 1] = ROWS_TABLE(bf16_packed)
 static const ukr_bf16_direct_t ukr_bf16_direct[MR + 1] = ROWS_TABLE(bf16_direct);
 static const ukr_f32_packed_t ukr_f32_packed[MR + 1] = ROWS_TABLE(f32_packed);
 static const ukr_f32_direct_t ukr_f32_direct[MR + 1] = ROWS_TABLE(f32_direct);
+static const ukr_f32_rows_t ukr_f32_rows[MR + 1] = ROWS_TABLE(f32_rows);
 
 /* Packing ------------------------------------------------------------------- */
 
@@ -1432,6 +1463,33 @@ void hpu_gemm_tile(int kernel, int64_t m, int64_t n, int64_t k, const void *a, i
   }
 }
 
+void hpu_gemm_pack_a_rows(int64_t m, int64_t k, const float *a, int64_t lda, float *dst) {
+  hpu_gemm_t g = {m, 0, k, a, lda, 1, NULL, 0, 0, NULL, 0, 1, HPU_FLOAT32, 1.0f, 0.0f};
+  for (int64_t i0 = 0; i0 < m; i0 += MR) pack_a_f32(&g, i0, m - i0 < MR ? m - i0 : MR, dst + i0 / MR * k * MR);
+}
+
+void hpu_gemm_tile_rows(int64_t m, int64_t n, int64_t k, const float *ap, int64_t astride, const float *b,
+                        const int32_t *boff, float *c, int64_t ldc, float alpha, float beta) {
+  hpu_gemm_t g = {m, n, k, ap, 0, 1, NULL, 0, 0, c, ldc, 1, HPU_FLOAT32, alpha, beta};
+  float tile[MR * NR];
+  fin_t f;
+  f.g = &g;
+  f.es = 4;
+  f.tile = tile;
+  f.acc = NULL;
+  f.first = f.last = 1;
+  for (int64_t j0 = 0; j0 < n; j0 += NR) {
+    f.j0 = j0;
+    f.nr = (int)(n - j0 < NR ? n - j0 : NR);
+    for (int64_t i0 = 0; i0 < m; i0 += MR) {
+      int64_t mr = m - i0 < MR ? m - i0 : MR;
+      f.i0 = i0;
+      f.mr = (int)mr;
+      ukr_f32_rows[mr](k, ap + i0 / MR * astride, b + j0, boff, &f);
+    }
+  }
+}
+
 #else /* no x86 clones: matmul.c's path for everything */
 
 int hpu_gemm_have_bf16dot(void) { return 0; }
@@ -1474,6 +1532,14 @@ void hpu_gemm_tile(int kernel, int64_t m, int64_t n, int64_t k, const void *a, i
                    int64_t pstride, float *c, int64_t ldc, float alpha, float beta) {
   (void)kernel, (void)m, (void)n, (void)k, (void)a, (void)lda, (void)bp, (void)pstride, (void)c, (void)ldc;
   (void)alpha, (void)beta;
+}
+void hpu_gemm_pack_a_rows(int64_t m, int64_t k, const float *a, int64_t lda, float *dst) {
+  (void)m, (void)k, (void)a, (void)lda, (void)dst;
+}
+void hpu_gemm_tile_rows(int64_t m, int64_t n, int64_t k, const float *ap, int64_t astride, const float *b,
+                        const int32_t *boff, float *c, int64_t ldc, float alpha, float beta) {
+  (void)m, (void)n, (void)k, (void)ap, (void)astride, (void)b, (void)boff, (void)c, (void)ldc, (void)alpha;
+  (void)beta;
 }
 
 #endif

@@ -85,6 +85,22 @@ void hpu_gemm_pack_b(int kernel, const hpu_gemm_t *g, uint32_t *dst);
 void hpu_gemm_tile(int kernel, int64_t m, int64_t n, int64_t k, const void *a, int64_t lda, const uint32_t *bp,
                    int64_t pstride, float *c, int64_t ldc, float alpha, float beta);
 
+/* hpu_gemm_tile on F32FMA (AVX-512) with A packed and B unpacked. A
+ * [m, k] (float32 rows lda apart) packed by hpu_gemm_pack_a_rows into
+ * blocks of HPU_GEMM_TILE_ROWS rows, block i at dst + i * k *
+ * HPU_GEMM_TILE_ROWS, one k step of the block (its rows' elements, 0 past
+ * m) after another, so the steps from k0 start k0 * HPU_GEMM_TILE_ROWS
+ * floats into each block. hpu_gemm_tile_rows runs k steps of ap (blocks
+ * astride floats apart); step p reads B's row p from b + boff[p] (floats),
+ * its columns j0.. at b + boff[p] + j0, in groups of HPU_GEMM_PANEL: every
+ * group reads all 32 floats, so each row must be readable up to n rounded
+ * up to 32 (what lies past n only reaches C's columns past n, which are
+ * not written). */
+#define HPU_GEMM_TILE_ROWS 12
+void hpu_gemm_pack_a_rows(int64_t m, int64_t k, const float *a, int64_t lda, float *dst);
+void hpu_gemm_tile_rows(int64_t m, int64_t n, int64_t k, const float *ap, int64_t astride, const float *b,
+                        const int32_t *boff, float *c, int64_t ldc, float alpha, float beta);
+
 /* Does this CPU (and the ISA cap, hpu_kernels_isa) allow AVX512_BF16? */
 int hpu_gemm_have_bf16dot(void);
 

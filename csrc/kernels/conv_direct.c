@@ -1,0 +1,225 @@
+/* Direct forward convolution for stride 2 (float32, NCHW, one group,
+ * dilation 1) on AVX-512: the GEMM's tile kernel reads each tap's input
+ * straight from the input's phase planes through a table of row offsets
+ * (hpu_gemm_tile_rows), where the implicit GEMM (conv_igemm.c) gathers
+ * every patch into a packed panel first. That gather writes and reads the
+ * input KH * KW times over: on ResNet-50's 3x3/2 128->128 at 56x56 it took
+ * 2.6 ms beside the GEMM's 8.8 (perf, Zen 4 class), the whole convolution
+ * 0.83-0.89 of oneDNN's speed.
+ *
+ * The planes: the zero-padded input split by row and column parity, plane
+ * (py, px) row i column j holding x[2i + py - ph][2j + px - pw] (0 outside
+ * the image), Hq x Wq each, [N, C, 4, Hq, Wq]. Tap (kh, kw) of output
+ * (oh, ow) reads plane (kh & 1, kw & 1) at row oh + kh / 2, column
+ * ow + kw / 2. Numbering the outputs of an image "wide", q = oh * Wq + ow
+ * with Wq >= OW (the columns from OW on are computed and dropped), every
+ * tap reads plane element q + (kh / 2) * Wq + kw / 2: consecutive outputs
+ * read consecutive floats, across rows too, so one offset per (channel,
+ * tap) describes a whole panel of 32 outputs. The dropped columns cost
+ * (Wq - OW) / OW more products: 1/28 on the 3x3/2 at 56x56, 3/112 on the
+ * 7x7/2 stem. */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
+#include "hpu/device.h"
+#include "hpu/parallel.h"
+#include "kernels/conv_igemm.h"
+#include "kernels/gemm.h"
+#include "kernels/isa.h"
+#include "kernels/kernels.h"
+#include "kernels/scratch.h"
+
+#define PANEL HPU_GEMM_PANEL
+#define KC 384       /* k steps per slice: the slice's input rows stay in L1 while W's rows pass */
+#define MAX_PANELS 8 /* per task: 256 wide outputs */
+#define SLACK 64     /* floats past the last plane: the last panel's reads run past its end */
+
+typedef struct {
+  int64_t Hq, Wq, Q, cs; /* plane rows and columns, floats per plane and per channel (4 planes) */
+  int64_t es, os;        /* even input columns go to plane column es onwards of their phase, odd to os */
+  int pe, po;            /* ... of phase (column parity) pe and po */
+} planes_geo_t;
+
+static planes_geo_t planes_geo(const hpu_conv_igemm_t *g) {
+  planes_geo_t p;
+  int64_t ne = (g->W + 1) / 2, no = g->W / 2;
+  /* input column s lands in phase (s + pw) & 1 at column (s + pw) >> 1 */
+  p.pe = (int)(g->pw & 1), p.po = (int)((g->pw + 1) & 1);
+  p.es = g->pw >> 1, p.os = (g->pw + 1) >> 1;
+  int64_t wq = g->OW + (g->KW - 1) / 2; /* what the taps of valid outputs read */
+  if (wq < p.es + ne) wq = p.es + ne;   /* and room for the whole split row */
+  if (wq < p.os + no) wq = p.os + no;
+  p.Wq = wq;
+  p.Hq = g->OH + (g->KH - 1) / 2;
+  p.Q = p.Hq * p.Wq;
+  p.cs = 4 * p.Q;
+  return p;
+}
+
+int hpu_conv_direct_suits(const hpu_conv_igemm_t *g) {
+  if (hpu_gemm_tile_kernel(HPU_FLOAT32) != HPU_GEMM_F32FMA) return 0;
+  if (g->sh != 2 || g->sw != 2 || g->dh != 1 || g->dw != 1 || g->KH * g->KW == 1 || g->C <= 0) return 0;
+  if (g->OH <= 0 || g->OW <= 0) return 0;
+  planes_geo_t p = planes_geo(g);
+  /* the dropped columns' share of the work: up to a quarter (the 3x3/2 at
+   * 4x4 outputs), below what gathering the patches costs */
+  if ((p.Wq - g->OW) * 4 > g->OW) return 0;
+  /* row offsets are 32-bit */
+  return g->C * p.cs < ((int64_t)1 << 31) - 1;
+}
+
+#if HPU_HAVE_ISA_CLONES
+
+/* src's even columns to even[0..], odd ones to odd[0..]: 32 floats at a
+ * time, split by two permutes (element by element, a split took 27% of the
+ * CIFAR ResNet's 3x3/2 16->32 forward at 32x32: perf, Zen 4 class). */
+HPU_ATTR_avx512 static void split_row(const float *src, int64_t W, float *even, float *odd) {
+  const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i io = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  for (int64_t j = 0; j < W; j += 32) {
+    int64_t left = W - j;
+    __mmask16 ma = left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1);
+    __mmask16 mb = left >= 32 ? 0xffff : left <= 16 ? 0 : (__mmask16)((1u << (left - 16)) - 1);
+    __m512 a = _mm512_maskz_loadu_ps(ma, src + j), b = _mm512_maskz_loadu_ps(mb, src + j + 16);
+    int64_t ne = (left + 1) / 2, no = left / 2; /* even and odd columns in this block */
+    __mmask16 me = ne >= 16 ? 0xffff : (__mmask16)((1u << ne) - 1);
+    __mmask16 mo = no >= 16 ? 0xffff : (__mmask16)((1u << no) - 1);
+    _mm512_mask_storeu_ps(even + j / 2, me, _mm512_permutex2var_ps(a, ie, b));
+    _mm512_mask_storeu_ps(odd + j / 2, mo, _mm512_permutex2var_ps(a, io, b));
+  }
+}
+
+typedef struct {
+  const hpu_conv_igemm_t *g;
+  planes_geo_t p;
+  const float *x, *bias;
+  float *planes, *y;
+  int64_t K, QW, panels, per_task, tasks_per_image; /* wide outputs and their panels, per image */
+  float *wp;                                          /* w packed (hpu_gemm_pack_a_rows) */
+  const int32_t *boff;                               /* [K]: tap k's offset in a channel block */
+  _Atomic int oom;
+} direct_t;
+
+/* Planes of images-and-channels [begin, end). */
+static void planes_range(void *vctx, int64_t begin, int64_t end) {
+  const direct_t *t = vctx;
+  const hpu_conv_igemm_t *g = t->g;
+  const planes_geo_t *p = &t->p;
+  int64_t ne = (g->W + 1) / 2, no = g->W / 2;
+  for (int64_t nc = begin; nc < end; nc++) {
+    const float *src = t->x + nc * g->H * g->W;
+    float *dst = t->planes + nc * p->cs;
+    for (int py = 0; py < 2; py++)
+      for (int64_t i = 0; i < p->Hq; i++) {
+        int64_t r = 2 * i + py - g->ph;
+        float *re = dst + (2 * py + p->pe) * p->Q + i * p->Wq, *ro = dst + (2 * py + p->po) * p->Q + i * p->Wq;
+        if (r < 0 || r >= g->H) {
+          memset(re, 0, sizeof(float) * (size_t)p->Wq);
+          memset(ro, 0, sizeof(float) * (size_t)p->Wq);
+          continue;
+        }
+        split_row(src + r * g->W, g->W, re + p->es, ro + p->os);
+        memset(re, 0, sizeof(float) * (size_t)p->es);
+        memset(re + p->es + ne, 0, sizeof(float) * (size_t)(p->Wq - p->es - ne));
+        memset(ro, 0, sizeof(float) * (size_t)p->os);
+        memset(ro + p->os + no, 0, sizeof(float) * (size_t)(p->Wq - p->os - no));
+      }
+  }
+}
+
+static void direct_range(void *vctx, int64_t begin, int64_t end) {
+  direct_t *t = vctx;
+  const hpu_conv_igemm_t *g = t->g;
+  int64_t K = t->K, Co = g->Co, Wq = t->p.Wq, P = g->OH * g->OW;
+  int slot;
+  float *cblk = hpu_scratch_get(sizeof(float) * (size_t)(Co * t->per_task * PANEL), &slot);
+  if (!cblk) {
+    atomic_store(&t->oom, 1);
+    return;
+  }
+  for (int64_t task = begin; task < end; task++) {
+    int64_t n = task / t->tasks_per_image, p0 = task % t->tasks_per_image * t->per_task;
+    int64_t q0 = p0 * PANEL, ncols = t->QW - q0 < t->per_task * PANEL ? t->QW - q0 : t->per_task * PANEL;
+    const float *b = t->planes + n * g->C * t->p.cs + q0;
+    for (int64_t k0 = 0; k0 < K; k0 += KC) {
+      int64_t kc = K - k0 < KC ? K - k0 : KC;
+      hpu_gemm_tile_rows(Co, ncols, kc, t->wp + k0 * HPU_GEMM_TILE_ROWS, K * HPU_GEMM_TILE_ROWS, b, t->boff + k0, cblk,
+                         ncols, 1.0f, k0 == 0 ? 0.0f : 1.0f);
+    }
+    /* the valid columns to y, row by row, with the bias */
+    for (int64_t q = q0; q < q0 + ncols;) {
+      int64_t oh = q / Wq, ow = q % Wq, run = Wq - ow < q0 + ncols - q ? Wq - ow : q0 + ncols - q;
+      int64_t keep = ow >= g->OW ? 0 : (g->OW - ow < run ? g->OW - ow : run);
+      for (int64_t co = 0; keep > 0 && co < Co; co++) {
+        const float *src = cblk + co * ncols + (q - q0);
+        float *dst = t->y + (n * Co + co) * P + oh * g->OW + ow;
+        if (t->bias) {
+          float bv = t->bias[co];
+          for (int64_t i = 0; i < keep; i++) dst[i] = src[i] + bv;
+        } else {
+          memcpy(dst, src, sizeof(float) * (size_t)keep);
+        }
+      }
+      q += run;
+    }
+  }
+  hpu_scratch_put(cblk, slot);
+}
+
+hpu_status_t hpu_conv_direct(const hpu_conv_igemm_t *g, const float *x, const float *w, const float *bias,
+                             float *y) {
+  direct_t t;
+  memset(&t, 0, sizeof t);
+  t.g = g, t.p = planes_geo(g), t.x = x, t.bias = bias, t.y = y;
+  int64_t KK = g->KH * g->KW;
+  t.K = g->C * KK;
+  t.QW = g->OH * t.p.Wq;
+  t.panels = (t.QW + PANEL - 1) / PANEL;
+  const int64_t MRW = HPU_GEMM_TILE_ROWS;
+  int32_t *boff = malloc(sizeof(int32_t) * (size_t)t.K);
+  t.wp = malloc(sizeof(float) * (size_t)((g->Co + MRW - 1) / MRW * MRW * t.K));
+  int pslot = -1;
+  t.planes = hpu_scratch_get(sizeof(float) * (size_t)(g->N * g->C * t.p.cs + SLACK), &pslot);
+  if (!boff || !t.wp || !t.planes) {
+    free(boff);
+    free(t.wp);
+    if (t.planes) hpu_scratch_put(t.planes, pslot);
+    return hpu_error(HPU_ERROR_OUT_OF_MEMORY, "convolution: out of host memory for the input's phase planes");
+  }
+  for (int64_t c = 0; c < g->C; c++)
+    for (int64_t kh = 0; kh < g->KH; kh++)
+      for (int64_t kw = 0; kw < g->KW; kw++)
+        boff[c * KK + kh * g->KW + kw] =
+            (int32_t)(c * t.p.cs + ((kh & 1) * 2 + (kw & 1)) * t.p.Q + (kh >> 1) * t.p.Wq + (kw >> 1));
+  t.boff = boff;
+  hpu_gemm_pack_a_rows(g->Co, t.K, w, t.K, t.wp);
+  memset(t.planes + g->N * g->C * t.p.cs, 0, sizeof(float) * SLACK);
+  hpu_parallel_for(g->N * g->C, 16, planes_range, &t);
+  /* at least 4 tasks per thread where the panels allow */
+  int nt = hpu_get_num_threads();
+  int64_t per = g->N * t.panels / (4 * (int64_t)(nt > 0 ? nt : 1));
+  t.per_task = per < 1 ? 1 : per > MAX_PANELS ? MAX_PANELS : per;
+  t.tasks_per_image = (t.panels + t.per_task - 1) / t.per_task;
+  atomic_init(&t.oom, 0);
+  hpu_parallel_for(g->N * t.tasks_per_image, 1, direct_range, &t);
+  free(boff);
+  free(t.wp);
+  hpu_scratch_put(t.planes, pslot);
+  if (atomic_load(&t.oom))
+    return hpu_error(HPU_ERROR_OUT_OF_MEMORY, "convolution: out of host memory for the output tiles");
+  return HPU_SUCCESS;
+}
+
+#else
+
+hpu_status_t hpu_conv_direct(const hpu_conv_igemm_t *g, const float *x, const float *w, const float *bias,
+                             float *y) {
+  (void)g, (void)x, (void)w, (void)bias, (void)y;
+  return hpu_error(HPU_ERROR_UNSUPPORTED, "convolution: the direct path needs AVX-512");
+}
+
+#endif
