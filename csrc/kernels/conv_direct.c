@@ -27,6 +27,7 @@
 
 #include "hpu/device.h"
 #include "hpu/parallel.h"
+#include "kernels/avx512_regs.h"
 #include "kernels/conv_igemm.h"
 #include "kernels/gemm.h"
 #include "kernels/isa.h"
@@ -77,7 +78,7 @@ int hpu_conv_direct_suits(const hpu_conv_igemm_t *g) {
 /* src's even columns to even[0..], odd ones to odd[0..]: 32 floats at a
  * time, split by two permutes (element by element, a split took 27% of the
  * CIFAR ResNet's 3x3/2 16->32 forward at 32x32: perf, Zen 4 class). */
-HPU_ATTR_avx512 static void split_row(const float *src, int64_t W, float *even, float *odd) {
+HPU_ATTR_avx512 static inline void split_row(const float *src, int64_t W, float *even, float *odd) {
   const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i io = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
   for (int64_t j = 0; j < W; j += 32) {
@@ -104,12 +105,21 @@ typedef struct {
   _Atomic int oom;
 } direct_t;
 
-/* Planes of images-and-channels [begin, end). */
-static void planes_range(void *vctx, int64_t begin, int64_t end) {
+HPU_ATTR_avx512 static inline void zero_row(float *r, int64_t n) {
+  for (int64_t j = 0; j < n; j += 16) _mm512_mask_storeu_ps(r + j, hpu_mask16(n - j), _mm512_setzero_ps());
+}
+
+/* Planes of images-and-channels [begin, end). Rows are zeroed whole, then
+ * split over: a row is a few vectors, and memset calls for its one or two
+ * border columns had cost more than the split. (Building each task's band
+ * of plane rows just before its products, to keep it in L2, was no faster:
+ * the bands overlap by a tap row and a partial output row, half again the
+ * split's work, and their reads of the input, a few rows of each channel,
+ * stall on memory.) */
+HPU_ATTR_avx512 static void planes_range(void *vctx, int64_t begin, int64_t end) {
   const direct_t *t = vctx;
   const hpu_conv_igemm_t *g = t->g;
   const planes_geo_t *p = &t->p;
-  int64_t ne = (g->W + 1) / 2, no = g->W / 2;
   for (int64_t nc = begin; nc < end; nc++) {
     const float *src = t->x + nc * g->H * g->W;
     float *dst = t->planes + nc * p->cs;
@@ -117,16 +127,9 @@ static void planes_range(void *vctx, int64_t begin, int64_t end) {
       for (int64_t i = 0; i < p->Hq; i++) {
         int64_t r = 2 * i + py - g->ph;
         float *re = dst + (2 * py + p->pe) * p->Q + i * p->Wq, *ro = dst + (2 * py + p->po) * p->Q + i * p->Wq;
-        if (r < 0 || r >= g->H) {
-          memset(re, 0, sizeof(float) * (size_t)p->Wq);
-          memset(ro, 0, sizeof(float) * (size_t)p->Wq);
-          continue;
-        }
-        split_row(src + r * g->W, g->W, re + p->es, ro + p->os);
-        memset(re, 0, sizeof(float) * (size_t)p->es);
-        memset(re + p->es + ne, 0, sizeof(float) * (size_t)(p->Wq - p->es - ne));
-        memset(ro, 0, sizeof(float) * (size_t)p->os);
-        memset(ro + p->os + no, 0, sizeof(float) * (size_t)(p->Wq - p->os - no));
+        zero_row(re, p->Wq);
+        zero_row(ro, p->Wq);
+        if (r >= 0 && r < g->H) split_row(src + r * g->W, g->W, re + p->es, ro + p->os);
       }
   }
 }
