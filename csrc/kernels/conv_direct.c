@@ -66,9 +66,13 @@ int hpu_conv_direct_suits(const hpu_conv_igemm_t *g) {
   if (g->sh != 2 || g->sw != 2 || g->dh != 1 || g->dw != 1 || g->KH * g->KW == 1 || g->C <= 0) return 0;
   if (g->OH <= 0 || g->OW <= 0) return 0;
   planes_geo_t p = planes_geo(g);
-  /* the dropped columns' share of the work: up to a quarter (the 3x3/2 at
-   * 4x4 outputs), below what gathering the patches costs */
-  if ((p.Wq - g->OW) * 4 > g->OW) return 0;
+  /* Images of at least 512 wide outputs (16 panels): on smaller ones a
+   * task's last panel is partly empty (panels do not span images here, as
+   * the gathers' do) and the dropped columns weigh more, and the gathers
+   * over phase planes were faster (the CIFAR ResNet's 3x3/2 at 16x16
+   * outputs and below: 0.80 of torch's speed against 0.83-0.88, at 4x4
+   * 0.42). */
+  if (g->OH * p.Wq < 16 * PANEL || (p.Wq - g->OW) * 8 > g->OW) return 0;
   /* row offsets are 32-bit */
   return g->C * p.cs < ((int64_t)1 << 31) - 1;
 }
@@ -134,10 +138,37 @@ HPU_ATTR_avx512 static void planes_range(void *vctx, int64_t begin, int64_t end)
   }
 }
 
+/* dst[0..n) = src[0..n) + b, inline: the valid part of an output row is
+ * often 4-16 floats, where a memcpy call per row and channel had cost as
+ * much as the products (the CIFAR ResNet's stride-2 layers). */
+HPU_ATTR_avx512 static inline void row_out(float *dst, const float *src, int64_t n, __m512 b) {
+  for (int64_t i = 0; i < n; i += 16) {
+    __mmask16 m = hpu_mask16(n - i);
+    _mm512_mask_storeu_ps(dst + i, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, src + i), b));
+  }
+}
+
+/* Columns [q0, q0 + ncols) of image n's wide outputs, cblk [Co, ncols],
+ * into y with the bias: the first OW of each row of Wq. */
+HPU_ATTR_avx512 static void store_wide(const direct_t *t, int64_t n, int64_t q0, int64_t ncols, const float *cblk) {
+  const hpu_conv_igemm_t *g = t->g;
+  int64_t Wq = t->p.Wq, P = g->OH * g->OW;
+  for (int64_t co = 0; co < g->Co; co++) {
+    __m512 b = _mm512_set1_ps(t->bias ? t->bias[co] : 0.0f);
+    const float *src = cblk + co * ncols;
+    float *y = t->y + (n * g->Co + co) * P;
+    for (int64_t q = q0; q < q0 + ncols;) {
+      int64_t oh = q / Wq, ow = q % Wq, run = Wq - ow < q0 + ncols - q ? Wq - ow : q0 + ncols - q;
+      if (ow < g->OW) row_out(y + oh * g->OW + ow, src + (q - q0), g->OW - ow < run ? g->OW - ow : run, b);
+      q += run;
+    }
+  }
+}
+
 static void direct_range(void *vctx, int64_t begin, int64_t end) {
   direct_t *t = vctx;
   const hpu_conv_igemm_t *g = t->g;
-  int64_t K = t->K, Co = g->Co, Wq = t->p.Wq, P = g->OH * g->OW;
+  int64_t K = t->K, Co = g->Co;
   int slot;
   float *cblk = hpu_scratch_get(sizeof(float) * (size_t)(Co * t->per_task * PANEL), &slot);
   if (!cblk) {
@@ -153,22 +184,7 @@ static void direct_range(void *vctx, int64_t begin, int64_t end) {
       hpu_gemm_tile_rows(Co, ncols, kc, t->wp + k0 * HPU_GEMM_TILE_ROWS, K * HPU_GEMM_TILE_ROWS, b, t->boff + k0, cblk,
                          ncols, 1.0f, k0 == 0 ? 0.0f : 1.0f);
     }
-    /* the valid columns to y, row by row, with the bias */
-    for (int64_t q = q0; q < q0 + ncols;) {
-      int64_t oh = q / Wq, ow = q % Wq, run = Wq - ow < q0 + ncols - q ? Wq - ow : q0 + ncols - q;
-      int64_t keep = ow >= g->OW ? 0 : (g->OW - ow < run ? g->OW - ow : run);
-      for (int64_t co = 0; keep > 0 && co < Co; co++) {
-        const float *src = cblk + co * ncols + (q - q0);
-        float *dst = t->y + (n * Co + co) * P + oh * g->OW + ow;
-        if (t->bias) {
-          float bv = t->bias[co];
-          for (int64_t i = 0; i < keep; i++) dst[i] = src[i] + bv;
-        } else {
-          memcpy(dst, src, sizeof(float) * (size_t)keep);
-        }
-      }
-      q += run;
-    }
+    store_wide(t, n, q0, ncols, cblk);
   }
   hpu_scratch_put(cblk, slot);
 }

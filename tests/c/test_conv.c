@@ -161,12 +161,13 @@ static void conv_cases(void) {
   check_case((cs_t){7, 16, 5, 3, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1});  /* spans, last row and column cut */
   check_case((cs_t){24, 32, 5, 7, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1}); /* >= 32 channels: dW by tiles too */
   check_case((cs_t){6, 33, 9, 11, 35, 3, 3, 1, 1, 2, 2, 1, 1, 1});  /* padding 2, odd channels */
-  /* stride 2 on AVX-512: read from the input's phase planes (conv_direct.c); 1x1 / 2 and
-   * outputs too narrow for the planes' dropped columns gather (conv_igemm.c) */
+  /* stride 2 on AVX-512: the implicit GEMM over phase planes (1x1 / 2: gathers); from 512
+   * outputs an image, the taps read from the phase planes in place (conv_direct.c) */
   check_case((cs_t){2, 16, 9, 11, 24, 3, 3, 2, 2, 1, 1, 1, 1, 1});
-  check_case((cs_t){3, 8, 13, 6, 12, 3, 3, 2, 2, 2, 0, 1, 1, 1}); /* 2 columns out of 4: gathers */
-  check_case((cs_t){2, 3, 21, 18, 8, 7, 7, 2, 2, 3, 3, 1, 1, 1});  /* the 7x7 / 2 stem, odd height */
+  check_case((cs_t){3, 8, 13, 6, 12, 3, 3, 2, 2, 2, 0, 1, 1, 1});
   check_case((cs_t){2, 16, 9, 11, 24, 1, 1, 2, 2, 0, 0, 1, 1, 1});
+  check_case((cs_t){2, 8, 64, 62, 12, 3, 3, 2, 2, 1, 1, 1, 1, 1});
+  check_case((cs_t){2, 3, 70, 66, 8, 7, 7, 2, 2, 3, 3, 1, 1, 1}); /* the 7x7 / 2 stem, odd height */
   /* few channels, float32: the weight gradient summed by image chunks */
   check_case((cs_t){9, 8, 7, 7, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1});    /* 9 images in 8 chunks */
   check_case((cs_t){12, 16, 4, 4, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1}); /* several images per panel */

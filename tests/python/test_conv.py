@@ -31,13 +31,14 @@ CASES_2D = [
     (24, 32, 5, 7, 40, 3, 1, 1, 1, 1),       # odd sizes: last tile row and column cut
     (36, 32, 4, 4, 32, 3, 1, 1, 1, 1),       # spans across images
     (6, 33, 9, 11, 35, 3, 1, 2, 1, 1),       # padding 2, channels not a multiple of 16
-    # stride 2, one group, on AVX-512: read from the input's phase planes (conv_direct.c)
+    # stride 2, one group, on AVX-512: the implicit GEMM over phase planes (conv_igemm.c)
     (2, 16, 9, 11, 24, 3, 2, 1, 1, 1),
-    (3, 8, 13, 6, 12, 3, 2, 2, 1, 1),        # a quarter of the wide columns dropped
-    (2, 3, 21, 18, 8, 7, 2, 3, 1, 1),        # the 7x7 / 2 stem, odd height
-    (2, 5, 10, 12, 7, 5, 2, 2, 1, 1),        # 5x5, even padding
-    (2, 16, 9, 11, 24, 1, 2, 0, 1, 1),       # 1x1 / 2: gathers (conv_igemm.c)
-    (2, 16, 5, 5, 24, 3, 2, 1, 1, 1),        # 3x3 / 2 at 3x3 outputs: too many dropped, gathers
+    (3, 8, 13, 6, 12, 3, 2, 2, 1, 1),
+    (2, 16, 9, 11, 24, 1, 2, 0, 1, 1),       # 1x1 / 2: gathers
+    # ... and from 512 outputs an image, read from the phase planes in place (conv_direct.c)
+    (2, 8, 64, 62, 12, 3, 2, 1, 1, 1),
+    (2, 3, 70, 66, 8, 7, 2, 3, 1, 1),        # the 7x7 / 2 stem, odd height
+    (2, 5, 50, 48, 7, 5, 2, 2, 1, 1),        # 5x5, even padding
     # few channels: the weight gradient summed by image chunks (conv_tmpl.h)
     (9, 8, 7, 7, 8, 3, 1, 1, 1, 1),          # 9 images in 8 chunks
     (12, 16, 4, 4, 16, 3, 2, 1, 1, 1),       # several images per panel in a chunk
