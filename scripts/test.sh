@@ -54,7 +54,8 @@ run_pytest 0 tests/python
 # AVX2 clones (the portable ones where the CPU lacks AVX2).
 echo "== Python op parity tests on the AVX2 kernel clones (HPU_KERNEL_ISA=avx2)"
 HPU_KERNEL_ISA=avx2 run_pytest 0 tests/python/test_ops.py tests/python/test_ops_nn.py \
-  tests/python/test_ops_pointwise.py tests/python/test_ops_extra.py
+  tests/python/test_ops_pointwise.py tests/python/test_ops_extra.py tests/python/test_fused_sdpa.py \
+  tests/python/test_conv.py
 
 # Libraries built for Gaudi whose last releases pin older libraries run in
 # venvs over the base torch (made once per machine, reused while unchanged).
