@@ -33,6 +33,7 @@
 #include "hpu/device.h"
 #include "hpu/parallel.h"
 #include "kernels/conv_igemm.h"
+#include "kernels/conv_split.h"
 #include "kernels/gemm.h"
 #include "kernels/isa.h"
 #include "kernels/kernels.h"
@@ -206,26 +207,8 @@ typedef struct {
 } split_t;
 
 /* Phase planes of images-and-channels [begin, end): plane (py, px) row i
- * holds x's row 2i + py, its columns px, px + 2, ... Each input row is read
- * once, 32 floats at a time, and split into its even and odd columns by two
- * permutes (element by element, the split took 27% of the CIFAR ResNet's
- * 3x3/2 16->32 forward at 32x32: perf, Zen 4 class). */
-HPU_ATTR_avx512 static void split_row(const float *src, int64_t W, float *even, float *odd) {
-  const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  const __m512i io = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-  for (int64_t j = 0; j < W; j += 32) {
-    int64_t left = W - j;
-    __mmask16 ma = left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1);
-    __mmask16 mb = left >= 32 ? 0xffff : left <= 16 ? 0 : (__mmask16)((1u << (left - 16)) - 1);
-    __m512 a = _mm512_maskz_loadu_ps(ma, src + j), b = _mm512_maskz_loadu_ps(mb, src + j + 16);
-    int64_t ne = (left + 1) / 2, no = left / 2; /* even and odd columns in this block */
-    __mmask16 me = ne >= 16 ? 0xffff : (__mmask16)((1u << ne) - 1);
-    __mmask16 mo = no >= 16 ? 0xffff : (__mmask16)((1u << no) - 1);
-    _mm512_mask_storeu_ps(even + j / 2, me, _mm512_permutex2var_ps(a, ie, b));
-    _mm512_mask_storeu_ps(odd + j / 2, mo, _mm512_permutex2var_ps(a, io, b));
-  }
-}
-
+ * holds x's row 2i + py, its columns px, px + 2, ... (each input row read
+ * once, by hpu_conv_split_row). */
 static void split_range(void *vctx, int64_t begin, int64_t end) {
   const split_t *s = vctx;
   const hpu_conv_igemm_t *g = s->g;
@@ -235,7 +218,7 @@ static void split_range(void *vctx, int64_t begin, int64_t end) {
     float *dst = s->planes + nc * 4 * Q;
     for (int64_t r = 0; r < g->H; r++) { /* planes (py, 0) and (py, 1), row r / 2 */
       float *even = dst + (r & 1) * 2 * Q + (r / 2) * s->W2;
-      split_row(src + r * g->W, g->W, even, even + Q);
+      hpu_conv_split_row(src + r * g->W, g->W, even, even + Q);
     }
   }
 }

@@ -394,13 +394,20 @@ ATTR_BF16 static BODY void bf16_direct_body(const int R, int64_t k, const uint16
   else SAVE(f, c0, c1, R);
 }
 
-/* fp32 FMA; A either packed [k][MR] or fp32 rows in place. */
+/* fp32 FMA; A either packed [k][MR] or fp32 rows in place. With A packed,
+ * B is packed too (boff NULL, a constant in those kernels) or its rows are
+ * found through a table: step p reads 32 floats at B + boff[p] (a direct
+ * convolution's taps, read from the input's planes where an implicit GEMM
+ * would gather them into a panel; A packed there because its 12 rows, a
+ * 3x3 layer's weights read in place 4.6 KB apart, ran the 3x3/2 128->128
+ * at 56x56 3-4% slower on the Zen 4 class). */
 ATTR_512 static BODY void f32_packed_body(const int R, int64_t k, const float *A, const float *B,
-                                          const fin_t *f) {
+                                          const int32_t *boff, const fin_t *f) {
   __m512 c0[MR], c1[MR];
   INIT(f, c0, c1, R);
   for (int64_t p = 0; p < k; p++) {
-    __m512 b0 = _mm512_loadu_ps(B), b1 = _mm512_loadu_ps(B + 16);
+    const float *bp = boff ? B + boff[p] : B + p * NR;
+    __m512 b0 = _mm512_loadu_ps(bp), b1 = _mm512_loadu_ps(bp + 16);
 #pragma GCC unroll 12
     for (int i = 0; i < R; i++) {
       __m512 a = _mm512_set1_ps(A[i]);
@@ -408,7 +415,6 @@ ATTR_512 static BODY void f32_packed_body(const int R, int64_t k, const float *A
       c1[i] = _mm512_fmadd_ps(a, b1, c1[i]);
     }
     A += MR;
-    B += NR;
   }
   if (f->last) FINISH(f, c0, c1, store_row, R);
   else SAVE(f, c0, c1, R);
@@ -441,31 +447,6 @@ ATTR_512 static BODY void f32_direct_body(const int R, int64_t k, const float *A
   else SAVE(f, c0, c1, R);
 }
 
-/* fp32 FMA, A packed [k][MR], B's rows found through a table: step p
- * reads 32 floats at B + boff[p] (a direct convolution's taps, read from
- * the input's planes where an implicit GEMM would gather them into a
- * panel). A packed, not read in place: its 12 rows 4.6 KB apart (a 3x3
- * layer's weights, 128 channels in) ran the 3x3/2 128->128 at 56x56 3-4%
- * slower (Zen 4 class). */
-ATTR_512 static BODY void f32_rows_body(const int R, int64_t k, const float *A, const float *B,
-                                        const int32_t *boff, const fin_t *f) {
-  __m512 c0[MR], c1[MR];
-  INIT(f, c0, c1, R);
-  for (int64_t p = 0; p < k; p++) {
-    const float *bp = B + boff[p];
-    __m512 b0 = _mm512_loadu_ps(bp), b1 = _mm512_loadu_ps(bp + 16);
-#pragma GCC unroll 12
-    for (int i = 0; i < R; i++) {
-      __m512 a = _mm512_set1_ps(A[i]);
-      c0[i] = _mm512_fmadd_ps(a, b0, c0[i]);
-      c1[i] = _mm512_fmadd_ps(a, b1, c1[i]);
-    }
-    A += MR;
-  }
-  if (f->last) FINISH(f, c0, c1, store_row, R);
-  else SAVE(f, c0, c1, R);
-}
-
 typedef void (*ukr_bf16_packed_t)(int64_t, const uint32_t *, const uint32_t *, const fin_t *);
 typedef void (*ukr_bf16_direct_t)(int64_t, const uint16_t *, int64_t, const uint32_t *, const fin_t *);
 typedef void (*ukr_f32_packed_t)(int64_t, const float *, const float *, const fin_t *);
@@ -482,7 +463,7 @@ typedef void (*ukr_f32_rows_t)(int64_t, const float *, const float *, const int3
     bf16_direct_body(R, k, A, lda, B, f);                                                             \
   }                                                                                                   \
   ATTR_512 static void ukr_f32_packed_##R(int64_t k, const float *A, const float *B, const fin_t *f) { \
-    f32_packed_body(R, k, A, B, f);                                                                   \
+    f32_packed_body(R, k, A, B, NULL, f);                                                                   \
   }                                                                                                   \
   ATTR_512 static void ukr_f32_direct_##R(int64_t k, const float *A, int64_t lda, const float *B,    \
                                           const fin_t *f) {                                           \
@@ -490,7 +471,7 @@ typedef void (*ukr_f32_rows_t)(int64_t, const float *, const float *, const int3
   }                                                                                                   \
   ATTR_512 static void ukr_f32_rows_##R(int64_t k, const float *A, const float *B, const int32_t *boff, \
                                         const fin_t *f) {                                             \
-    f32_rows_body(R, k, A, B, boff, f);                                                               \
+    f32_packed_body(R, k, A, B, boff, f);                                                               \
   }
 
 KERNELS(1)
@@ -1429,6 +1410,17 @@ void hpu_gemm_pack_b(int kernel, const hpu_gemm_t *g, uint32_t *dst) {
   }
 }
 
+/* The finish of a tile call's blocks: straight to its float32 C, whole k. */
+static fin_t tile_fin(const hpu_gemm_t *g, float *tile) {
+  fin_t f;
+  memset(&f, 0, sizeof f);
+  f.g = g;
+  f.es = 4;
+  f.tile = tile;
+  f.first = f.last = 1;
+  return f;
+}
+
 /* Column panels outside, row blocks inside: a B panel (k steps x 32) stays
  * in L1 while the rows of A pass over it; k is not blocked (the callers'
  * k is a head dimension or a key block, a few hundred at most). */
@@ -1440,12 +1432,7 @@ void hpu_gemm_tile(int kernel, int64_t m, int64_t n, int64_t k, const void *a, i
   }
   hpu_gemm_t g = {m, n, k, a, lda, 1, NULL, 0, 0, c, ldc, 1, HPU_FLOAT32, alpha, beta};
   float tile[MR * NR];
-  fin_t f;
-  f.g = &g;
-  f.es = 4;
-  f.tile = tile;
-  f.acc = NULL;
-  f.first = f.last = 1;
+  fin_t f = tile_fin(&g, tile);
   int bf = kernel == HPU_GEMM_BF16DOT;
   int64_t es = bf ? 2 : 4;
   for (int64_t j0 = 0; j0 < n; j0 += NR) {
@@ -1472,12 +1459,7 @@ void hpu_gemm_tile_rows(int64_t m, int64_t n, int64_t k, const float *ap, int64_
                         const int32_t *boff, float *c, int64_t ldc, float alpha, float beta) {
   hpu_gemm_t g = {m, n, k, ap, 0, 1, NULL, 0, 0, c, ldc, 1, HPU_FLOAT32, alpha, beta};
   float tile[MR * NR];
-  fin_t f;
-  f.g = &g;
-  f.es = 4;
-  f.tile = tile;
-  f.acc = NULL;
-  f.first = f.last = 1;
+  fin_t f = tile_fin(&g, tile);
   for (int64_t j0 = 0; j0 < n; j0 += NR) {
     f.j0 = j0;
     f.nr = (int)(n - j0 < NR ? n - j0 : NR);

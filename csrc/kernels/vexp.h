@@ -64,49 +64,49 @@ static HPU_ATTR_avx512 inline __m512 exp16_nonpos(__m512 x) {
  * products, and the fix-ups are blends. GCC's vectorisation of pw_expf took
  * ~50 instructions per 8 lanes (softmax 0.62 of torch's AVX2 kernel); this
  * is ~32, with the same bits. */
+/* exp16_reduce on 8 floats. */
+static HPU_ATTR_avx2 inline __m256 exp8_reduce(__m256 xc, __m256 *n) {
+  *n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
+                       _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fmadd_ps(*n, _mm256_set1_ps(-0.693359375f), xc);
+  return _mm256_fmadd_ps(*n, _mm256_set1_ps(2.12194440e-4f), r);
+}
+
+/* y * 2^n (n integral, -150 <= n <= 128) as pw_expf's two exact
+ * power-of-two products: the first keeps y normal, so only the second
+ * rounds, once, as VSCALEFPS does. */
+static HPU_ATTR_avx2 inline __m256 exp8_scale(__m256 y, __m256 n) {
+  __m256i ni = _mm256_cvttps_epi32(n), n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
+  const __m256i bias = _mm256_set1_epi32(127);
+  y = _mm256_mul_ps(y, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23)));
+  return _mm256_mul_ps(y, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23)));
+}
+
 static HPU_ATTR_avx2 inline __m256 exp8(__m256 x) {
   const __m256 hi = _mm256_set1_ps(88.72283935546875f), lo = _mm256_set1_ps(-103.97283935546875f);
-  __m256 xc = _mm256_min_ps(hi, _mm256_max_ps(lo, x)); /* second operand on NaN: x */
-  __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
-                             _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-0.693359375f), xc);
-  r = _mm256_fmadd_ps(n, _mm256_set1_ps(2.12194440e-4f), r);
+  __m256 n, r = exp8_reduce(_mm256_min_ps(hi, _mm256_max_ps(lo, x)), &n); /* second operand on NaN: x */
   __m256 p = _mm256_fmadd_ps(_mm256_set1_ps(1.9875691500e-4f), r, _mm256_set1_ps(1.3981999507e-3f));
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-  __m256 y = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
-  __m256i ni = _mm256_cvttps_epi32(n), n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
-  const __m256i bias = _mm256_set1_epi32(127);
-  y = _mm256_mul_ps(y, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23)));
-  y = _mm256_mul_ps(y, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23)));
+  __m256 y = exp8_scale(_mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f)), n);
   y = _mm256_blendv_ps(y, _mm256_set1_ps(INFINITY), _mm256_cmp_ps(x, hi, _CMP_GT_OQ));
   y = _mm256_blendv_ps(y, _mm256_setzero_ps(), _mm256_cmp_ps(x, lo, _CMP_LT_OQ));
   return _mm256_blendv_ps(y, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
 }
 
 /* exp16_nonpos on 8 floats for AVX2 (the fused attention's AVX2 tiles):
- * the same reduction and polynomial, and 2^n as exp8's two exact
- * power-of-two products (n >= -150, so the first keeps y normal and only
- * the second rounds, as VSCALEFPS does once): the same bits as
- * exp16_nonpos. */
+ * the same reduction and polynomial, 2^n by exp8_scale (n >= -150 here):
+ * the same bits as exp16_nonpos. */
 static HPU_ATTR_avx2 inline __m256 exp8_nonpos(__m256 x) {
   const __m256 lo = _mm256_set1_ps(-103.97283935546875f);
-  __m256 xc = _mm256_max_ps(lo, x); /* second operand on NaN: x */
-  __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
-                             _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-0.693359375f), xc);
-  r = _mm256_fmadd_ps(n, _mm256_set1_ps(2.12194440e-4f), r);
+  __m256 n, r = exp8_reduce(_mm256_max_ps(lo, x), &n); /* second operand on NaN: x */
   __m256 y = _mm256_fmadd_ps(_mm256_set1_ps(8.290313184e-3f), r, _mm256_set1_ps(4.189793020e-2f));
   y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.666763574e-1f));
   y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.999915063e-1f));
   y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(9.999997020e-1f));
-  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.0f));
-  __m256i ni = _mm256_cvttps_epi32(n), n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
-  const __m256i bias = _mm256_set1_epi32(127);
-  y = _mm256_mul_ps(y, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23)));
-  y = _mm256_mul_ps(y, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23)));
+  y = exp8_scale(_mm256_fmadd_ps(y, r, _mm256_set1_ps(1.0f)), n);
   /* x below lo (and -inf) gives 0; "not less than" is true for NaN, whose
    * n (and so y) is NaN already */
   return _mm256_and_ps(y, _mm256_cmp_ps(x, lo, _CMP_NLT_UQ));
