@@ -50,8 +50,9 @@
  * online-softmax corrections than BK, and a BQT x 128 score tile (60 KB)
  * stays in L2 beside the packed K and V */
 #define BKT 128
-/* query rows per block of the tile path: 10 of the GEMM's 12-row blocks
- * (64-row blocks left a 4-row edge block, its slowest kernel, in each) */
+/* query rows per block of the tile path: 10 of the AVX-512 GEMM's 12-row
+ * blocks, 20 of the AVX2 one's 6-row strips (64-row blocks left a 4-row
+ * edge block, its slowest kernel, in each) */
 #define BQT 120
 
 /* C[m, n] = alpha * A @ B + beta * C, float32, strided A and B, C row-major

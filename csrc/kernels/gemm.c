@@ -463,7 +463,7 @@ typedef void (*ukr_f32_rows_t)(int64_t, const float *, const float *, const int3
     bf16_direct_body(R, k, A, lda, B, f);                                                             \
   }                                                                                                   \
   ATTR_512 static void ukr_f32_packed_##R(int64_t k, const float *A, const float *B, const fin_t *f) { \
-    f32_packed_body(R, k, A, B, NULL, f);                                                                   \
+    f32_packed_body(R, k, A, B, NULL, f);                                                             \
   }                                                                                                   \
   ATTR_512 static void ukr_f32_direct_##R(int64_t k, const float *A, int64_t lda, const float *B,    \
                                           const fin_t *f) {                                           \
@@ -471,7 +471,7 @@ typedef void (*ukr_f32_rows_t)(int64_t, const float *, const float *, const int3
   }                                                                                                   \
   ATTR_512 static void ukr_f32_rows_##R(int64_t k, const float *A, const float *B, const int32_t *boff, \
                                         const fin_t *f) {                                             \
-    f32_packed_body(R, k, A, B, boff, f);                                                               \
+    f32_packed_body(R, k, A, B, boff, f);                                                             \
   }
 
 KERNELS(1)

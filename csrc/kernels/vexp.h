@@ -39,6 +39,14 @@ static HPU_ATTR_avx512 inline __m512 exp16(__m512 x) {
   return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), y, x);
 }
 
+/* The polynomial of exp16_nonpos and exp8_nonpos (below), 1 + C1 r + ...
+ * + C5 r^5: one set, so that the two give the same bits. */
+#define HPU_EXPNP_C5 8.290313184e-3f
+#define HPU_EXPNP_C4 4.189793020e-2f
+#define HPU_EXPNP_C3 1.666763574e-1f
+#define HPU_EXPNP_C2 4.999915063e-1f
+#define HPU_EXPNP_C1 9.999997020e-1f
+
 /* e^x for x <= 0 up to rounding (probabilities: scores minus their row's
  * max or log-sum-exp, where -inf, a masked key, gives 0; NaN stays NaN),
  * for the fused attention. exp16's range reduction, a degree-5 polynomial
@@ -50,20 +58,15 @@ static HPU_ATTR_avx512 inline __m512 exp16(__m512 x) {
 static HPU_ATTR_avx512 inline __m512 exp16_nonpos(__m512 x) {
   const __m512 lo = _mm512_set1_ps(-103.97283935546875f);
   __m512 n, r = exp16_reduce(_mm512_max_ps(lo, x), &n); /* second operand on NaN: x */
-  __m512 y = _mm512_fmadd_ps(_mm512_set1_ps(8.290313184e-3f), r, _mm512_set1_ps(4.189793020e-2f));
-  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.666763574e-1f));
-  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(4.999915063e-1f));
-  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(9.999997020e-1f));
+  __m512 y = _mm512_fmadd_ps(_mm512_set1_ps(HPU_EXPNP_C5), r, _mm512_set1_ps(HPU_EXPNP_C4));
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(HPU_EXPNP_C3));
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(HPU_EXPNP_C2));
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(HPU_EXPNP_C1));
   y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.0f));
   /* x below lo (and -inf) gives 0; "not less than" is true for NaN */
   return _mm512_maskz_scalef_ps(_mm512_cmp_ps_mask(x, lo, _CMP_NLT_UQ), y, n);
 }
 
-/* The same for 8 floats on AVX2 (exp, sigmoid and silu kernels, softmax
- * rows): AVX2 has no VSCALEFPS, so 2^n is pw_expf's two exact power-of-two
- * products, and the fix-ups are blends. GCC's vectorisation of pw_expf took
- * ~50 instructions per 8 lanes (softmax 0.62 of torch's AVX2 kernel); this
- * is ~32, with the same bits. */
 /* exp16_reduce on 8 floats. */
 static HPU_ATTR_avx2 inline __m256 exp8_reduce(__m256 xc, __m256 *n) {
   *n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
@@ -82,6 +85,11 @@ static HPU_ATTR_avx2 inline __m256 exp8_scale(__m256 y, __m256 n) {
   return _mm256_mul_ps(y, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23)));
 }
 
+/* The same for 8 floats on AVX2 (exp, sigmoid and silu kernels, softmax
+ * rows): AVX2 has no VSCALEFPS, so 2^n is pw_expf's two exact power-of-two
+ * products, and the fix-ups are blends. GCC's vectorisation of pw_expf took
+ * ~50 instructions per 8 lanes (softmax 0.62 of torch's AVX2 kernel); this
+ * is ~32, with the same bits. */
 static HPU_ATTR_avx2 inline __m256 exp8(__m256 x) {
   const __m256 hi = _mm256_set1_ps(88.72283935546875f), lo = _mm256_set1_ps(-103.97283935546875f);
   __m256 n, r = exp8_reduce(_mm256_min_ps(hi, _mm256_max_ps(lo, x)), &n); /* second operand on NaN: x */
@@ -102,10 +110,10 @@ static HPU_ATTR_avx2 inline __m256 exp8(__m256 x) {
 static HPU_ATTR_avx2 inline __m256 exp8_nonpos(__m256 x) {
   const __m256 lo = _mm256_set1_ps(-103.97283935546875f);
   __m256 n, r = exp8_reduce(_mm256_max_ps(lo, x), &n); /* second operand on NaN: x */
-  __m256 y = _mm256_fmadd_ps(_mm256_set1_ps(8.290313184e-3f), r, _mm256_set1_ps(4.189793020e-2f));
-  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.666763574e-1f));
-  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.999915063e-1f));
-  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(9.999997020e-1f));
+  __m256 y = _mm256_fmadd_ps(_mm256_set1_ps(HPU_EXPNP_C5), r, _mm256_set1_ps(HPU_EXPNP_C4));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(HPU_EXPNP_C3));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(HPU_EXPNP_C2));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(HPU_EXPNP_C1));
   y = exp8_scale(_mm256_fmadd_ps(y, r, _mm256_set1_ps(1.0f)), n);
   /* x below lo (and -inf) gives 0; "not less than" is true for NaN, whose
    * n (and so y) is NaN already */
