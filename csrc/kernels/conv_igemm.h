@@ -12,7 +12,8 @@ typedef struct {
   int64_t sh, sw, ph, pw, dh, dw;
 } hpu_conv_igemm_t;
 
-/* Whether this CPU (AVX-512, under the ISA cap) and these sizes take it. */
+/* Whether this CPU (AVX2 or AVX-512, under the ISA cap) and these sizes
+ * take it. */
 int hpu_conv_igemm_suits(const hpu_conv_igemm_t *g);
 
 /* y [N, Co, OH, OW] = conv(x [N, C, H, W], w [Co, C, KH, KW]) + bias (or

@@ -1,7 +1,8 @@
 /* HPU_OP_CONV / HPU_OP_CONV_BACKWARD (conv.c) on host buffers against the
  * convolution's definition summed in double: forward, dx, dweight, dbias,
  * for the GEMM-only 1x1 path, several images per column panel, one image in
- * row bands, stride, padding, dilation and groups, in float32 and float64
+ * row bands, stride, padding, dilation and groups, in float32 (on each
+ * kernel ISA this CPU has) and float64
  * (whose results are the definition's to rounding in double); the int64
  * forward exactly; and bad params. */
 #include <CUnit/Basic.h>
@@ -161,7 +162,7 @@ static void conv_cases(void) {
   check_case((cs_t){7, 16, 5, 3, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1});  /* spans, last row and column cut */
   check_case((cs_t){24, 32, 5, 7, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1}); /* >= 32 channels: dW by tiles too */
   check_case((cs_t){6, 33, 9, 11, 35, 3, 3, 1, 1, 2, 2, 1, 1, 1});  /* padding 2, odd channels */
-  /* stride 2 on AVX-512: the implicit GEMM over phase planes (1x1 / 2: gathers); from 512
+  /* stride 2: the implicit GEMM over phase planes (1x1 / 2: gathers); on AVX-512 from 512
    * outputs an image, the taps read from the phase planes in place (conv_direct.c) */
   check_case((cs_t){2, 16, 9, 11, 24, 3, 3, 2, 2, 1, 1, 1, 1, 1});
   check_case((cs_t){3, 8, 13, 6, 12, 3, 3, 2, 2, 2, 0, 1, 1, 1});
@@ -174,9 +175,18 @@ static void conv_cases(void) {
   check_case((cs_t){3, 8, 48, 48, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1});  /* row bands in a chunk */
 }
 
+/* float32 on each kernel ISA up to this CPU's: the portable im2col route,
+ * the AVX2 implicit GEMM, AVX-512's Winograd, implicit GEMM and direct
+ * stride-2 paths. */
 static void test_conv_by_definition(void) {
+  static const hpu_isa_t isas[] = {HPU_ISA_GENERIC, HPU_ISA_AVX2, HPU_ISA_AVX512};
+  hpu_isa_t native = hpu_kernels_set_isa(HPU_ISA_AVX512);
   g_dt = HPU_FLOAT32;
-  conv_cases();
+  for (size_t a = 0; a < sizeof isas / sizeof isas[0] && isas[a] <= native; a++) {
+    hpu_kernels_set_isa(isas[a]);
+    conv_cases();
+  }
+  hpu_kernels_set_isa(native);
 }
 
 static void test_conv_f64_by_definition(void) {
