@@ -11,8 +11,8 @@ typedef struct {
   int64_t N, C, H, W, Co, OH, OW, ph, pw;
 } hpu_conv_winograd_t;
 
-/* Whether this CPU (AVX-512, under the ISA cap), HPU_CONV_WINOGRAD (0
- * turns it off) and these sizes take it. */
+/* Whether this CPU (AVX2 or AVX-512, under the ISA cap),
+ * HPU_CONV_WINOGRAD (0 turns it off) and these sizes take it. */
 int hpu_conv_winograd_suits(const hpu_conv_winograd_t *g);
 
 /* y [N, Co, OH, OW] = conv(x [N, C, H, W], w [Co, C, 3, 3]) + bias (or NULL). */

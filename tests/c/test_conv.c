@@ -8,6 +8,7 @@
 #include <CUnit/Basic.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -75,6 +76,39 @@ static double max_rel(const void *got, const double *want, int64_t n) {
   return err / scale;
 }
 
+/* y = conv(x, w) + b, then dx, dw, db from dy, all in g_dt. */
+static void run_conv(const cs_t *cp, void *x, void *w, void *b, void *dy, void *y, void *dx, void *dw, void *db) {
+  cs_t c = *cp;
+  int64_t OH = (c.H + 2 * c.ph - c.dh * (c.KH - 1) - 1) / c.sh + 1;
+  int64_t OW = (c.W + 2 * c.pw - c.dw * (c.KW - 1) - 1) / c.sw + 1;
+  int64_t Cg = c.C / c.G;
+  hpu_node_t f = conv_node(HPU_OP_CONV, &c);
+  f.num_inputs = 3;
+  f.compute_dtype = g_dt;
+  f.inputs[0] = T4(x, c.N, c.C, c.H, c.W);
+  f.inputs[1] = T4(w, c.Co, Cg, c.KH, c.KW);
+  f.inputs[2] = T1(b, c.Co);
+  f.params.nn.i[1] = 1;
+  f.num_outputs = 1;
+  f.outputs[0] = T4(y, c.N, c.Co, OH, OW);
+  CU_ASSERT_EQUAL_FATAL(hpu_node_validate(&f), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_node_execute(&f), HPU_SUCCESS);
+  hpu_node_t bw = conv_node(HPU_OP_CONV_BACKWARD, &c);
+  bw.num_inputs = 3;
+  bw.compute_dtype = g_dt;
+  bw.inputs[0] = T4(dy, c.N, c.Co, OH, OW);
+  bw.inputs[1] = f.inputs[0];
+  bw.inputs[2] = f.inputs[1];
+  bw.num_outputs = 3;
+  bw.outputs[0] = T4(dx, c.N, c.C, c.H, c.W);
+  bw.outputs[1] = f.inputs[1];
+  bw.outputs[1].storage = dw;
+  bw.outputs[2] = T1(db, c.Co);
+  bw.params.nn.i[1] = 7;
+  CU_ASSERT_EQUAL_FATAL(hpu_node_validate(&bw), HPU_SUCCESS);
+  CU_ASSERT_EQUAL(hpu_node_execute(&bw), HPU_SUCCESS);
+}
+
 static void check_case(cs_t c) {
   int64_t OH = (c.H + 2 * c.ph - c.dh * (c.KH - 1) - 1) / c.sh + 1;
   int64_t OW = (c.W + 2 * c.pw - c.dw * (c.KW - 1) - 1) / c.sw + 1;
@@ -109,33 +143,9 @@ static void check_case(cs_t c) {
               }
           ry[yi] = s;
         }
-  hpu_node_t f = conv_node(HPU_OP_CONV, &c);
-  f.num_inputs = 3;
   void *xk = in_dt(x, nx), *wk = in_dt(w, nw), *bk = in_dt(b, c.Co), *dyk = in_dt(dy, ny);
-  f.compute_dtype = g_dt;
-  f.inputs[0] = T4(xk, c.N, c.C, c.H, c.W);
-  f.inputs[1] = T4(wk, c.Co, Cg, c.KH, c.KW);
-  f.inputs[2] = T1(bk, c.Co);
-  f.params.nn.i[1] = 1;
-  f.num_outputs = 1;
-  f.outputs[0] = T4(y, c.N, c.Co, OH, OW);
-  CU_ASSERT_EQUAL_FATAL(hpu_node_validate(&f), HPU_SUCCESS);
-  CU_ASSERT_EQUAL(hpu_node_execute(&f), HPU_SUCCESS);
+  run_conv(&c, xk, wk, bk, dyk, y, dx, dw, db);
   CU_ASSERT(max_rel(y, ry, ny) < tol);
-  hpu_node_t bw = conv_node(HPU_OP_CONV_BACKWARD, &c);
-  bw.num_inputs = 3;
-  bw.compute_dtype = g_dt;
-  bw.inputs[0] = T4(dyk, c.N, c.Co, OH, OW);
-  bw.inputs[1] = f.inputs[0];
-  bw.inputs[2] = f.inputs[1];
-  bw.num_outputs = 3;
-  bw.outputs[0] = T4(dx, c.N, c.C, c.H, c.W);
-  bw.outputs[1] = f.inputs[1];
-  bw.outputs[1].storage = dw;
-  bw.outputs[2] = T1(db, c.Co);
-  bw.params.nn.i[1] = 7;
-  CU_ASSERT_EQUAL_FATAL(hpu_node_validate(&bw), HPU_SUCCESS);
-  CU_ASSERT_EQUAL(hpu_node_execute(&bw), HPU_SUCCESS);
   CU_ASSERT(max_rel(dx, rdx, nx) < tol);
   CU_ASSERT(max_rel(dw, rdw, nw) < tol);
   CU_ASSERT(max_rel(db, rdb, c.Co) < tol);
@@ -186,6 +196,51 @@ static void test_conv_by_definition(void) {
     hpu_kernels_set_isa(isas[a]);
     conv_cases();
   }
+  hpu_kernels_set_isa(native);
+}
+
+/* The float32 forward and gradients of c on AVX2 and on AVX-512: the same
+ * bits where both take the same route (Winograd's transforms and the
+ * implicit GEMM's gathers have one form per ISA, doing the same adds in the
+ * same order). Where the routes differ (the Winograd weight gradient of
+ * fewer than 64 channels is AVX-512's only) the bits may differ too; the
+ * cases by definition check those. */
+static void same_bits_case(cs_t c) {
+  int64_t OH = (c.H + 2 * c.ph - c.dh * (c.KH - 1) - 1) / c.sh + 1;
+  int64_t OW = (c.W + 2 * c.pw - c.dw * (c.KW - 1) - 1) / c.sw + 1;
+  int64_t nx = c.N * c.C * c.H * c.W, nw = c.Co * (c.C / c.G) * c.KH * c.KW, ny = c.N * c.Co * OH * OW;
+  int64_t nout[4] = {ny, nx, nw, c.Co};
+  uint32_t seed = 11;
+  float *x = rnd(nx, &seed), *w = rnd(nw, &seed), *b = rnd(c.Co, &seed), *dy = rnd(ny, &seed);
+  float *out[2][4];
+  static const hpu_isa_t isa[2] = {HPU_ISA_AVX2, HPU_ISA_AVX512};
+  for (int a = 0; a < 2; a++) {
+    for (int k = 0; k < 4; k++) out[a][k] = calloc((size_t)nout[k], sizeof(float));
+    hpu_kernels_set_isa(isa[a]);
+    run_conv(&c, x, w, b, dy, out[a][0], out[a][1], out[a][2], out[a][3]);
+  }
+  for (int k = 0; k < 4; k++) {
+    CU_ASSERT(memcmp(out[0][k], out[1][k], sizeof(float) * (size_t)nout[k]) == 0);
+    free(out[0][k]), free(out[1][k]);
+  }
+  free(x), free(w), free(b), free(dy);
+}
+
+static void test_conv_same_bits_across_isas(void) {
+  hpu_isa_t native = hpu_kernels_set_isa(HPU_ISA_AVX512);
+  if (native < HPU_ISA_AVX512) {
+    printf("(skipped: this CPU has no AVX-512) ");
+    return;
+  }
+  g_dt = HPU_FLOAT32;
+  /*              N  C   H   W  Co KH KW sh sw ph pw dh dw G */
+  same_bits_case((cs_t){4, 64, 16, 16, 72, 3, 3, 1, 1, 1, 1, 1, 1, 1}); /* Winograd by rows, dW too */
+  same_bits_case((cs_t){8, 72, 7, 9, 68, 3, 3, 1, 1, 1, 1, 1, 1, 1});  /* by spans */
+  same_bits_case((cs_t){3, 20, 13, 9, 24, 3, 3, 1, 1, 0, 2, 1, 1, 1}); /* uneven padding */
+  same_bits_case((cs_t){1, 96, 6, 6, 80, 3, 3, 1, 1, 0, 0, 1, 1, 1}); /* few tiles: three passes */
+  same_bits_case((cs_t){2, 16, 9, 11, 24, 3, 3, 2, 2, 1, 1, 1, 1, 1}); /* implicit GEMM, phase planes */
+  same_bits_case((cs_t){2, 16, 9, 11, 24, 1, 1, 2, 2, 0, 0, 1, 1, 1}); /* 1x1 / 2: gathers */
+  same_bits_case((cs_t){2, 8, 10, 12, 8, 3, 3, 1, 1, 2, 1, 2, 2, 1});  /* dilation: gathers */
   hpu_kernels_set_isa(native);
 }
 
@@ -290,6 +345,7 @@ int main(void) {
   CU_initialize_registry();
   CU_pSuite s = CU_add_suite("conv", NULL, NULL);
   CU_add_test(s, "convolution and its gradients by definition", test_conv_by_definition);
+  CU_add_test(s, "float32 results the same on AVX2 and AVX-512", test_conv_same_bits_across_isas);
   CU_add_test(s, "float64 convolution and its gradients by definition", test_conv_f64_by_definition);
   CU_add_test(s, "int64 convolution forward by definition", test_conv_int64);
   CU_add_test(s, "bad params are rejected", test_conv_rejects_bad_params);
