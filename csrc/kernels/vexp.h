@@ -23,8 +23,22 @@ static HPU_ATTR_avx512 inline __m512 exp16_reduce(__m512 xc, __m512 *n) {
  * one VSCALEFPS (a single rounding, like pw_expf's two exact power-of-two
  * products), and the polynomial is pw_expf's, operation for operation
  * (FMAs where it calls fmaf): the results are bit for bit those of the
- * other ISAs. */
+ * other ISAs. When all 16 lanes lie in [-87, 88] the clamps and the three
+ * fix-ups change nothing and are skipped (softmax rows [1024 x 1024] at one
+ * thread: 440 -> 380 us, Zen 4 class); checked over all 2^32 inputs. */
 static HPU_ATTR_avx512 inline __m512 exp16(__m512 x) {
+  /* all lanes in [-87, 88] (false for NaN): the clamps and fix-ups change nothing */
+  __mmask16 in = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_GE_OQ) &
+                 _mm512_cmp_ps_mask(x, _mm512_set1_ps(88.0f), _CMP_LE_OQ);
+  if (in == (__mmask16)0xffff) {
+    __m512 n, r = exp16_reduce(x, &n);
+    __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(1.9875691500e-4f), r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    return _mm512_scalef_ps(_mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f)), n);
+  }
   const __m512 hi = _mm512_set1_ps(88.72283935546875f), lo = _mm512_set1_ps(-103.97283935546875f);
   __m512 n, r = exp16_reduce(_mm512_min_ps(hi, _mm512_max_ps(lo, x)), &n); /* second operand on NaN: x */
   __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(1.9875691500e-4f), r, _mm512_set1_ps(1.3981999507e-3f));

@@ -47,13 +47,19 @@ static double ulp_diff(float a, float b) {
 
 /* exp, sigmoid and silu have hand-written AVX-512 and AVX2 loops: bit for
  * bit the results of the generic build of the same formula, over the whole
- * range (subnormal results, overflow, NaN, infinities, -0), with a tail. */
+ * range (subnormal results, overflow, NaN, infinities, -0, huge inputs),
+ * with a tail. */
 static void test_exp_family_same_bits_on_every_isa(void) {
   enum { N = 200003 };
   float *x = malloc(N * sizeof(float)), *y0 = malloc(N * sizeof(float)), *y1 = malloc(N * sizeof(float));
   for (int i = 0; i < N; i++) x[i] = -110.0f + 200.0f * (float)i / N;
-  float special[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, -NAN, 1e-40f, 88.72f, 88.73f, -103.97f, -104.0f, -87.5f};
+  /* and the edges of the kernels' fast paths (all lanes in [-87, 88]), with far-out values in the same vector */
+  float special[] = {0.0f,   -0.0f,   INFINITY, -INFINITY, NAN,    -NAN,    1e-40f,  88.72f,  88.73f,
+                     -103.97f, -104.0f, -87.5f, -87.0f, -86.99f, 88.0f, 88.01f, 1e8f, -1e8f, 3e38f, -3e38f, 200.0f, -200.0f};
   memcpy(x, special, sizeof special);
+  /* every binary exponent, both signs: huge inputs reduce to nonsense that only the fix-ups correct */
+  for (int i = 0; i < 4096; i++)
+    x[64 + i] = ldexpf((i & 1 ? -1.0f : 1.0f) * (1.0f + (float)(i % 7) / 7.0f), (i / 2) % 256 - 128);
   hpu_op_t ops[] = {HPU_OP_EXP, HPU_OP_SIGMOID, HPU_OP_SILU};
   for (size_t o = 0; o < sizeof ops / sizeof *ops; o++) {
     hpu_kernels_set_isa(HPU_ISA_GENERIC);
