@@ -89,21 +89,28 @@ typedef struct {
   int64_t roff[16]; /* lane j of run r reads x[roff[r] + j] (+ the tap's and channel's offsets) */
 } cols16_t;
 
+/* Where output column c's patch starts: its image's offset in x, and the
+ * input row and column (or plane row and column) of its tap (0, 0); a
+ * column past the end is never valid. */
+static void col_origin(const igemm_t *t, int64_t c, int32_t *base, int32_t *ih0, int32_t *iw0) {
+  const hpu_conv_igemm_t *g = t->g;
+  if (c >= t->cols) {
+    *base = 0, *ih0 = (int32_t)-(1 << 30), *iw0 = 0;
+    return;
+  }
+  int64_t n = c / t->P, p = c % t->P, oh = p / g->OW, ow = p % g->OW;
+  *ih0 = (int32_t)(t->phases ? oh : oh * g->sh - g->ph);
+  *iw0 = (int32_t)(t->phases ? ow : ow * g->sw - g->pw);
+  *base = (int32_t)(n * g->C * t->cs);
+}
+
 HPU_ATTR_avx512 static void cols16(const igemm_t *t, int64_t c0, cols16_t *h) {
   const hpu_conv_igemm_t *g = t->g;
   int32_t base[16], ih0[16], iw0[16];
   int unit = t->phases || g->sw == 1; /* consecutive columns read consecutive floats */
   h->nruns = 0;
   for (int j = 0; j < 16; j++) {
-    int64_t c = c0 + j;
-    if (c >= t->cols) { /* past the end: never valid */
-      base[j] = 0, ih0[j] = (int32_t)-(1 << 30), iw0[j] = 0;
-    } else {
-      int64_t n = c / t->P, p = c % t->P, oh = p / g->OW, ow = p % g->OW;
-      ih0[j] = (int32_t)(t->phases ? oh : oh * g->sh - g->ph);
-      iw0[j] = (int32_t)(t->phases ? ow : ow * g->sw - g->pw);
-      base[j] = (int32_t)(n * g->C * t->cs);
-    }
+    col_origin(t, c0 + j, &base[j], &ih0[j], &iw0[j]);
     if (!unit) continue;
     if (j == 0 || base[j] != base[j - 1] || ih0[j] != ih0[j - 1]) {
       h->roff[h->nruns] = (int64_t)base[j] + (int64_t)ih0[j] * t->rs + iw0[j] - j;
@@ -179,15 +186,7 @@ HPU_ATTR_avx2 static void cols8(const igemm_t *t, int64_t c0, cols8_t *h) {
   int unit = t->phases || g->sw == 1;
   h->nruns = 0;
   for (int j = 0; j < 8; j++) {
-    int64_t c = c0 + j;
-    if (c >= t->cols) {
-      base[j] = 0, ih0[j] = (int32_t)-(1 << 30), iw0[j] = 0;
-    } else {
-      int64_t n = c / t->P, p = c % t->P, oh = p / g->OW, ow = p % g->OW;
-      ih0[j] = (int32_t)(t->phases ? oh : oh * g->sh - g->ph);
-      iw0[j] = (int32_t)(t->phases ? ow : ow * g->sw - g->pw);
-      base[j] = (int32_t)(n * g->C * t->cs);
-    }
+    col_origin(t, c0 + j, &base[j], &ih0[j], &iw0[j]);
     if (!unit) continue;
     if (j == 0 || base[j] != base[j - 1] || ih0[j] != ih0[j - 1])
       h->roff[h->nruns++] = (int64_t)base[j] + (int64_t)ih0[j] * t->rs + iw0[j] - j;

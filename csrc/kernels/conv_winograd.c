@@ -174,6 +174,20 @@ void hpu_wino_span_layout(const hpu_wino_t *t, int64_t first, int64_t len, hpu_w
     int64_t i = first + (k < len ? k : len - 1);
     sp->pos[k] = (int32_t)((i / t->TW - sp->row0) * rw + 2 * (i % t->TW) - 2 * sp->tw0);
   }
+  const hpu_conv_winograd_t *g = t->g;
+  for (int64_t j = 0; j < sp->rows; j++) {
+    int64_t row = sp->row0 + j, th = row % t->TH;
+    int64_t start = j * rw - 2 * sp->tw0; /* window position of the row's column 0 (- pw in the image) */
+    int64_t lo = g->pw, hi = g->pw + g->W < rw ? g->pw + g->W : rw; /* in-image patch columns */
+    if (start + lo < 0) lo = -start;
+    sp->dst[j] = start + lo;
+    sp->cnt[j] = hi > lo ? hi - lo : 0;
+    sp->image[j] = row / t->TH;
+    for (int r = 0; r < 4; r++) {
+      int64_t ih = 2 * th - g->ph + r;
+      sp->src[j][r] = ih < 0 || ih >= g->H ? -1 : ih * g->W + lo - g->pw;
+    }
+  }
 }
 
 /* Copies n <= 32 floats (masked: no read or write past them). */
@@ -192,25 +206,8 @@ HPU_ATTR_avx512 static void input_span(const hpu_wino_t *t, int64_t first, int64
   const hpu_conv_winograd_t *g = t->g;
   hpu_wino_span_t sp;
   hpu_wino_span_layout(t, first, len, &sp);
-  int64_t rw = 2 * t->TW + 2;
-  /* per tile row and patch row: where its in-image columns go, from where */
-  int64_t src[SPAN][4], dst[SPAN], cnt[SPAN];
-  int64_t nplane[SPAN];
   float win[4][64 + 2 * 32] __attribute__((aligned(64)));
   memset(win, 0, sizeof win);
-  for (int64_t j = 0; j < sp.rows; j++) {
-    int64_t row = sp.row0 + j, n = row / t->TH, th = row % t->TH;
-    int64_t start = j * rw - 2 * sp.tw0; /* window position of the row's column 0 (- pw in the image) */
-    int64_t lo = g->pw, hi = g->pw + g->W < rw ? g->pw + g->W : rw; /* in-image patch columns */
-    if (start + lo < 0) lo = -start;
-    dst[j] = start + lo;
-    cnt[j] = hi > lo ? hi - lo : 0;
-    nplane[j] = n;
-    for (int r = 0; r < 4; r++) {
-      int64_t ih = 2 * th - g->ph + r;
-      src[j][r] = ih < 0 || ih >= g->H ? -1 : ih * g->W + lo - g->pw;
-    }
-  }
   __m512i idx[4];
   __mmask16 upper[4];
   const __m512i base = _mm512_loadu_si512(sp.pos);
@@ -221,9 +218,9 @@ HPU_ATTR_avx512 static void input_span(const hpu_wino_t *t, int64_t first, int64
   __mmask16 m = len >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << len) - 1);
   for (int64_t c = 0; c < g->C; c++) {
     for (int64_t j = 0; j < sp.rows; j++) {
-      const float *plane = t->x + (nplane[j] * g->C + c) * g->H * g->W;
+      const float *plane = t->x + (sp.image[j] * g->C + c) * g->H * g->W;
       for (int r = 0; r < 4; r++)
-        if (src[j][r] >= 0) copy_short(win[r] + dst[j], plane + src[j][r], cnt[j]);
+        if (sp.src[j][r] >= 0) copy_short(win[r] + sp.dst[j], plane + sp.src[j][r], sp.cnt[j]);
     }
     __m512 d[4][4], e[4][4];
     for (int r = 0; r < 4; r++) {

@@ -120,30 +120,15 @@ HPU_ATTR_avx2 void hpu_wino_input_span_avx2(const hpu_wino_t *t, int64_t first, 
   const hpu_conv_winograd_t *g = t->g;
   hpu_wino_span_t sp;
   hpu_wino_span_layout(t, first, len, &sp);
-  int64_t rw = 2 * t->TW + 2;
-  int64_t src[SPAN][4], dst[SPAN], cnt[SPAN], nplane[SPAN];
   float win[4][64 + 2 * 32] __attribute__((aligned(32)));
   memset(win, 0, sizeof win);
-  for (int64_t j = 0; j < sp.rows; j++) {
-    int64_t row = sp.row0 + j, n = row / t->TH, th = row % t->TH;
-    int64_t start = j * rw - 2 * sp.tw0;
-    int64_t lo = g->pw, hi = g->pw + g->W < rw ? g->pw + g->W : rw;
-    if (start + lo < 0) lo = -start;
-    dst[j] = start + lo;
-    cnt[j] = hi > lo ? hi - lo : 0;
-    nplane[j] = n;
-    for (int r = 0; r < 4; r++) {
-      int64_t ih = 2 * th - g->ph + r;
-      src[j][r] = ih < 0 || ih >= g->H ? -1 : ih * g->W + lo - g->pw;
-    }
-  }
   __m256i pos[2];
   for (int h = 0; h < 2; h++) pos[h] = _mm256_loadu_si256((const __m256i *)(sp.pos + 8 * h));
   for (int64_t c = 0; c < g->C; c++) {
     for (int64_t j = 0; j < sp.rows; j++) {
-      const float *plane = t->x + (nplane[j] * g->C + c) * g->H * g->W;
+      const float *plane = t->x + (sp.image[j] * g->C + c) * g->H * g->W;
       for (int r = 0; r < 4; r++)
-        if (src[j][r] >= 0) memcpy(win[r] + dst[j], plane + src[j][r], sizeof(float) * (size_t)cnt[j]);
+        if (sp.src[j][r] >= 0) memcpy(win[r] + sp.dst[j], plane + sp.src[j][r], sizeof(float) * (size_t)sp.cnt[j]);
     }
     for (int h = 0; h < 2 && 8 * h < len; h++) {
       __m256 d[4][4];

@@ -35,11 +35,14 @@ typedef struct {
 } hpu_wino_dw_filter_t;
 
 /* A span of up to SPAN tiles across tile rows (conv_winograd.c's
- * input_span says why and how). */
+ * input_span says why and how), and where each tile row's in-image patch
+ * columns come from and go to in the window. */
 typedef struct {
   int64_t rows;      /* tile rows in the span */
   int64_t row0, tw0; /* the first tile's row (over all images) and column */
   int32_t pos[SPAN]; /* where tile k's patch row starts in the window */
+  int64_t image[SPAN], dst[SPAN], cnt[SPAN]; /* tile row j: its image, window position, column count */
+  int64_t src[SPAN][4]; /* ... and patch row r's offset in its plane (-1: outside the image) */
 } hpu_wino_span_t;
 
 void hpu_wino_span_layout(const hpu_wino_t *t, int64_t first, int64_t len, hpu_wino_span_t *sp);
