@@ -118,7 +118,7 @@ HPU_ATTR_avx512 static void planes_range(void *vctx, int64_t begin, int64_t end)
         float *re = dst + (2 * py + p->pe) * p->Q + i * p->Wq, *ro = dst + (2 * py + p->po) * p->Q + i * p->Wq;
         zero_row(re, p->Wq);
         zero_row(ro, p->Wq);
-        if (r >= 0 && r < g->H) hpu_conv_split_row(src + r * g->W, g->W, re + p->es, ro + p->os);
+        if (r >= 0 && r < g->H) hpu_conv_split_row_avx512(src + r * g->W, g->W, re + p->es, ro + p->os);
       }
   }
 }

@@ -290,11 +290,12 @@ typedef struct {
   const float *x;
   float *planes;
   int64_t H2, W2;
+  int kernel; /* the tile kernel's ISA is the split's */
 } split_t;
 
 /* Phase planes of images-and-channels [begin, end): plane (py, px) row i
  * holds x's row 2i + py, its columns px, px + 2, ... (each input row read
- * once, by hpu_conv_split_row). */
+ * once, by hpu_conv_split_row_*). */
 static void split_range(void *vctx, int64_t begin, int64_t end) {
   const split_t *s = vctx;
   const hpu_conv_igemm_t *g = s->g;
@@ -304,7 +305,8 @@ static void split_range(void *vctx, int64_t begin, int64_t end) {
     float *dst = s->planes + nc * 4 * Q;
     for (int64_t r = 0; r < g->H; r++) { /* planes (py, 0) and (py, 1), row r / 2 */
       float *even = dst + (r & 1) * 2 * Q + (r / 2) * s->W2;
-      hpu_conv_split_row(src + r * g->W, g->W, even, even + Q);
+      if (s->kernel == HPU_GEMM_F32FMA) hpu_conv_split_row_avx512(src + r * g->W, g->W, even, even + Q);
+      else hpu_conv_split_row_avx2(src + r * g->W, g->W, even, even + Q);
     }
   }
 }
@@ -341,7 +343,7 @@ hpu_status_t hpu_conv_igemm(const hpu_conv_igemm_t *g, const float *x, const flo
     }
   t.taps = taps;
   if (t.phases) {
-    split_t s = {g, x, planes, H2, W2};
+    split_t s = {g, x, planes, H2, W2, t.kernel};
     hpu_parallel_for(g->N * g->C, 16, split_range, &s);
     t.x = planes, t.rs = W2, t.cs = 4 * H2 * W2;
   }

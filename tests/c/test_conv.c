@@ -240,6 +240,7 @@ static void test_conv_same_bits_across_isas(void) {
   same_bits_case((cs_t){3, 20, 13, 9, 24, 3, 3, 1, 1, 0, 2, 1, 1, 1}); /* uneven padding */
   same_bits_case((cs_t){1, 96, 6, 6, 80, 3, 3, 1, 1, 0, 0, 1, 1, 1}); /* few tiles: three passes */
   same_bits_case((cs_t){2, 16, 9, 11, 24, 3, 3, 2, 2, 1, 1, 1, 1, 1}); /* implicit GEMM, phase planes */
+  same_bits_case((cs_t){2, 8, 6, 37, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1});  /* ... rows split 16 at a time + a tail */
   same_bits_case((cs_t){2, 16, 9, 11, 24, 1, 1, 2, 2, 0, 0, 1, 1, 1}); /* 1x1 / 2: gathers */
   same_bits_case((cs_t){2, 8, 10, 12, 8, 3, 3, 1, 1, 2, 1, 2, 2, 1});  /* dilation: gathers */
   hpu_kernels_set_isa(native);
