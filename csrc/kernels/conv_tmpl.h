@@ -148,8 +148,8 @@ static hpu_status_t FN(conv_forward)(const hpu_node_t *n) {
     FN(mm)(W, FN(view)(x, 4, xs, xst), FN(view)(y, 4, ys, yst), has_b ? &bt : NULL);
     return HPU_SUCCESS;
   }
-#ifdef CONV_IGEMM /* float32: on AVX-512, Winograd for 3x3 / 1 (conv_winograd.c) and large stride-2
-                     images read from the input's phase planes (conv_direct.c); on AVX-512 and AVX2,
+#ifdef CONV_IGEMM /* float32 on AVX-512 and AVX2: Winograd for 3x3 / 1 (conv_winograd.c); on AVX-512
+                     only, large stride-2 images read from the input's phase planes (conv_direct.c);
                      else patches gathered into the GEMM's panels (conv_igemm.c) */
   hpu_conv_winograd_t wg;
   if (winograd_shape(&g, &wg) && hpu_conv_winograd_suits(&wg)) return hpu_conv_winograd(&wg, x, w, bias, y);
