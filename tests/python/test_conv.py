@@ -48,23 +48,28 @@ CASES_2D = [
 
 def run(fn, args, kw, dtype, bias):
     """Forward and backward of fn on the CPU and the card; returns both
-    results and gradients."""
+    results and gradients, and for bf16 the exact ones (float64 on the CPU
+    from the same bf16 values), else None."""
     torch.manual_seed(0)
     x, w = (torch.randn(*s, dtype=dtype) for s in args)
     b = torch.randn(w.shape[0], dtype=dtype) if bias else None
     out = []
-    for dev in ("cpu", "hpu"):
-        leaves = [t.detach().to(dev).requires_grad_() for t in (x, w, b) if t is not None]
+    for dev in ("cpu", "hpu", "exact"):
+        if dev == "exact" and dtype != torch.bfloat16:
+            out.append(None)
+            break
+        cast = (lambda t: t.double()) if dev == "exact" else (lambda t: t.to(dev))
+        leaves = [cast(t.detach()).requires_grad_() for t in (x, w, b) if t is not None]
         y = fn(*leaves, None, **kw) if not bias else fn(*leaves, **kw)
         torch.manual_seed(1)
-        gy = torch.randn(y.shape, dtype=dtype).to(dev)
+        gy = cast(torch.randn(y.shape, dtype=dtype))
         y.backward(gy)
         out.append([y.detach().cpu()] + [t.grad.cpu() for t in leaves])
     return out
 
 
-def compare(cpu, hpu, dtype):
-    for c, h in zip(cpu, hpu):
+def compare(cpu, hpu, dtype, exact=None):
+    for i, (c, h) in enumerate(zip(cpu, hpu)):
         assert h.dtype == c.dtype and h.shape == c.shape
         if dtype == torch.float32:
             scale = c.abs().max().item() + 1
@@ -79,7 +84,18 @@ def compare(cpu, hpu, dtype):
             # step apart at most (steps of the tensor's largest magnitude, as
             # a sum that cancels to near 0 keeps the error of its terms).
             scale = c.float().abs().max().item()
-            torch.testing.assert_close(h.float(), c.float(), rtol=2 ** -8, atol=2 ** -8 * scale)
+            step = 2 ** -8 * scale
+            if exact is not None and (h.float() - c.float()).abs().max().item() > step:
+                # Without AVX512_BF16, oneDNN's bf16 input gradient rounds
+                # more than once (measured on an AVX2-only CPU model: 2
+                # steps from the exact result where the card is 1): then
+                # the card must be at least as close to the exact result.
+                e = exact[i]
+                cpu_err = (c.double() - e).abs().max().item()
+                hpu_err = (h.double() - e).abs().max().item()
+                assert hpu_err <= max(cpu_err, step), (i, hpu_err, cpu_err, step)
+                continue
+            torch.testing.assert_close(h.float(), c.float(), rtol=2 ** -8, atol=step)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
@@ -88,9 +104,9 @@ def compare(cpu, hpu, dtype):
 def test_conv2d_matches_cpu(case, bias, dtype, fallback_counts):
     N, C, H, W, Co, k, s, p, d, g = case
     kh, kw = (k, k) if isinstance(k, int) else k
-    cpu, hpu = run(F.conv2d, [(N, C, H, W), (Co, C // g, kh, kw)],
-                   dict(stride=s, padding=p, dilation=d, groups=g), dtype, bias)
-    compare(cpu, hpu, dtype)
+    cpu, hpu, exact = run(F.conv2d, [(N, C, H, W), (Co, C // g, kh, kw)],
+                          dict(stride=s, padding=p, dilation=d, groups=g), dtype, bias)
+    compare(cpu, hpu, dtype, exact)
     assert fallback_counts() == {}
 
 
@@ -98,9 +114,9 @@ def test_conv2d_matches_cpu(case, bias, dtype, fallback_counts):
 @pytest.mark.parametrize("case", [(2, 3, 20, 4, 5, 2, 3, 2, 1), (3, 4, 9, 4, 3, 1, 1, 1, 2)])
 def test_conv1d_matches_cpu(case, dtype, fallback_counts):
     N, C, L, Co, k, s, p, d, g = case
-    cpu, hpu = run(F.conv1d, [(N, C, L), (Co, C // g, k)],
-                   dict(stride=s, padding=p, dilation=d, groups=g), dtype, True)
-    compare(cpu, hpu, dtype)
+    cpu, hpu, exact = run(F.conv1d, [(N, C, L), (Co, C // g, k)],
+                          dict(stride=s, padding=p, dilation=d, groups=g), dtype, True)
+    compare(cpu, hpu, dtype, exact)
     assert fallback_counts() == {}
 
 
