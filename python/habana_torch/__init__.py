@@ -11,7 +11,15 @@ backend="hpu_backend")`` compiles for the hpu (``habana_torch.dynamo``). The pac
 ``habana_frameworks.torch``, installed alongside, is Gaudi's import path
 over these modules, so scripts and libraries written for Gaudi find them.
 """
+import os as _os
+
 import torch
+
+# HPU_KERNEL_ISA=avx2 stands for a CPU without AVX-512: OpenBLAS (our GEMMs
+# past the AVX2 kernel's shapes, LAPACK) picks its kernels for the CPU it
+# finds when _C loads it, so it is told the same (unless the user chose).
+if _os.environ.get("HPU_KERNEL_ISA") == "avx2":
+    _os.environ.setdefault("OPENBLAS_CORETYPE", "Haswell")
 
 from . import _C  # noqa: F401  (loads the C core and registers the hpu kernels)
 from . import hpu
