@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian 12 machine for habana_torch and installs it:
-# system packages (compilers, CMake, OpenBLAS, OpenMPI, CUnit), the CPU
+# system packages (compilers, CMake, OpenBLAS, OpenMPI, CUnit, valgrind), the CPU
 # torch==2.13.0 wheel, then the package itself built against that torch.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(build-essential cmake pkg-config libopenblas-dev openmpi-bin libopenmpi-dev
-              libcunit1-dev iproute2)
+              libcunit1-dev iproute2 valgrind)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

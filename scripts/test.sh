@@ -56,6 +56,10 @@ echo "== Python op parity tests on the AVX2 kernel clones (HPU_KERNEL_ISA=avx2)"
 HPU_KERNEL_ISA=avx2 run_pytest 0 tests/python/test_ops.py tests/python/test_ops_nn.py \
   tests/python/test_ops_pointwise.py tests/python/test_ops_extra.py tests/python/test_fused_sdpa.py \
   tests/python/test_conv.py tests/python/test_resnet.py
+# ... and on a CPU that has no AVX-512 (valgrind's), where an AVX-512
+# instruction reached from an AVX2 path stops the run.
+echo "== kernel tests on a CPU without AVX-512 (valgrind's CPU model)"
+bash scripts/test_no_avx512.sh
 
 # Libraries built for Gaudi whose last releases pin older libraries run in
 # venvs over the base torch (made once per machine, reused while unchanged).
