@@ -2,7 +2,7 @@
 # The kernels on a CPU without AVX-512, as an AVX2-only machine runs them.
 #
 # valgrind (--tool=none: no checking, only its CPU) executes the program on
-# a CPU model with AVX2, FMA and F16C but no AVX-512: its CPUID says so, so
+# a CPU model with AVX2, FMA and F16C but no AVX-512. Its CPUID says so:
 # hpu_kernels_isa and torch pick their AVX2 paths by themselves, and an
 # AVX-512 instruction stops the run with SIGILL. The AVX2 clones on an
 # AVX-512 CPU (HPU_KERNEL_ISA=avx2, scripts/test.sh) test the same kernels'
@@ -45,9 +45,10 @@ for t in "${C_TESTS[@]}"; do
   fi
 done
 
-# Under valgrind Python runs 20-60 times slower (these take about 5
-# minutes); the whole suite there took hours, so a set: the op families
-# with hand-written AVX2 forms, the convolutions and the attention's tiles.
+# Under valgrind Python runs 20-60 times slower: these take about 7
+# minutes, where the whole suite would take hours (test_ops.py alone took
+# 15). So a set: the op families with hand-written AVX2 forms, the
+# convolutions and the attention's tiles, in eager mode (op by op).
 PY_TESTS=(tests/python/test_conv.py tests/python/test_ops_pointwise.py tests/python/test_ops_nn.py
           tests/python/test_fused_sdpa.py::test_sdpa_matches_cpu)
 set +e
