@@ -51,11 +51,13 @@ echo "== Python tests, eager mode"
 run_pytest 0 tests/python
 # The kernels pick AVX-512, AVX2 or portable clones at run time; the runs
 # above test the best one this CPU has. The op parity tests once more on the
-# AVX2 clones (the portable ones where the CPU lacks AVX2).
-echo "== Python op parity tests on the AVX2 kernel clones (HPU_KERNEL_ISA=avx2)"
-HPU_KERNEL_ISA=avx2 run_pytest 0 tests/python/test_ops.py tests/python/test_ops_nn.py \
-  tests/python/test_ops_pointwise.py tests/python/test_ops_extra.py tests/python/test_fused_sdpa.py \
-  tests/python/test_conv.py tests/python/test_resnet.py
+# AVX2 clones (the portable ones where the CPU lacks AVX2), against torch's
+# AVX2 kernels and oneDNN's (what the CPU answers on an AVX2-only machine).
+echo "== Python op parity tests on the AVX2 kernel clones (HPU_KERNEL_ISA=avx2, torch and oneDNN on AVX2)"
+HPU_KERNEL_ISA=avx2 ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 run_pytest 0 tests/python/test_ops.py \
+  tests/python/test_ops_nn.py tests/python/test_ops_pointwise.py tests/python/test_ops_extra.py \
+  tests/python/test_ops_special.py tests/python/test_fused_sdpa.py tests/python/test_conv.py \
+  tests/python/test_resnet.py
 # ... and on a CPU that has no AVX-512 (valgrind's), where an AVX-512
 # instruction reached from an AVX2 path stops the run.
 echo "== kernel tests on a CPU without AVX-512 (valgrind's CPU model)"

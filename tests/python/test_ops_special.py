@@ -197,6 +197,11 @@ def test_logit_backward_edges(fallback_counts):
     g = torch.linspace(-2, 2, x.numel(), dtype=torch.float64)
     for eps in [None, 0.05, 0.0]:
         exp = torch.ops.aten.logit_backward(g, x, eps)
+        # At x = NaN PyTorch's CPU answers by its kernel: NaN from the
+        # scalar and AVX-512 loops (the formula's), 0 from the AVX2 loop
+        # when eps is given (ATEN_CPU_CAPABILITY=avx2). The card follows
+        # the formula on every CPU.
+        exp = torch.where(x.isnan(), math.nan, exp)
         got = torch.ops.aten.logit_backward(g.to("hpu"), x.to("hpu"), eps)
         check(got, exp)
     assert fallback_counts() == {}
